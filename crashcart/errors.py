@@ -1,0 +1,73 @@
+"""The one exception tree of CrashCart. Exceptions carry context, never user-facing prose.
+
+::
+
+    CrashCartError                 base; .stage and .incident_id are attached as it propagates
+    ├── BundleError                the input is unusable (the user can fix it) -> CLI exit 2
+    │   ├── BundleNotFound         the path does not exist
+    │   ├── BundleTooLarge         a size, file-count or compression-ratio cap was hit
+    │   ├── UnsafeBundlePath       absolute path, "..", link or device inside an archive
+    │   ├── CorruptBundle          truncated or malformed archive
+    │   ├── EmptyBundle            nothing in it
+    │   └── NoLogsFound            files, but none we can analyse
+    ├── VerificationFailed         no claim survived citation checks (fail closed)
+    ├── StoreError                 sqlite problems, wrapped with the operation
+    │   └── IncidentNotFound       no stored incident with that id
+    └── RunbookError               a runbook action was refused (e.g. the plan changed)
+"""
+
+from __future__ import annotations
+
+
+class CrashCartError(Exception):
+    """Base of every error CrashCart raises on purpose."""
+
+    def __init__(self, detail: str = "", *, stage: str | None = None, incident_id: str | None = None):
+        super().__init__(detail)
+        self.detail = detail
+        self.stage = stage
+        self.incident_id = incident_id
+
+
+class BundleError(CrashCartError):
+    """The bundle cannot be used as given; the detail says what to fix."""
+
+
+class BundleNotFound(BundleError):
+    pass
+
+
+class BundleTooLarge(BundleError):
+    pass
+
+
+class UnsafeBundlePath(BundleError):
+    pass
+
+
+class CorruptBundle(BundleError):
+    pass
+
+
+class EmptyBundle(BundleError):
+    pass
+
+
+class NoLogsFound(BundleError):
+    pass
+
+
+class VerificationFailed(CrashCartError):
+    pass
+
+
+class StoreError(CrashCartError):
+    pass
+
+
+class IncidentNotFound(StoreError):
+    pass
+
+
+class RunbookError(CrashCartError):
+    pass

@@ -1,0 +1,328 @@
+"""The data that flows between stages: every pydantic model that crosses a stage boundary.
+
+No logic lives here beyond field validation. Evidence is the spine: only CrashCart code creates it
+(ingest and scan), models may only point at it, and ``verify`` re-reads the bundle to check it.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Role = Literal["root_candidate", "cascade", "teardown", "confirmation", "context"]
+Severity = Literal["P0", "P1", "P2", "P3", "info"]
+FileKind = Literal[
+    "rank_log",  # one rank's stdout/stderr
+    "combined_log",  # several ranks in one file (srun -l, [rankN]: prefixes, torchrun --tee)
+    "kernel_log",  # dmesg, kern.log, journal, syslog
+    "scheduler",  # sacct, scontrol, slurm job output, k8s events
+    "config",  # yaml/json/toml job configuration
+    "telemetry",  # DCGM CSV, Prometheus range-query JSON
+    "dashboard",  # png/jpg
+    "manifest",  # manifest.json / crashcart.yaml at the root
+    "log",  # a log whose role we could not tell (still scanned)
+    "other",  # not scanned
+]
+ClockKind = Literal["absolute", "no_year", "boot_relative", "none"]
+Source = Literal["rule", "llm", "telemetry"]
+CitationStatus = Literal["ok", "unknown_id", "missing_file", "line_out_of_range", "text_mismatch"]
+Confidence = float
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Evidence(_Frozen):
+    """One exact place in the bundle: ``file`` (POSIX, bundle-relative), 1-based ``line``..``end_line``.
+
+    ``text`` is the canonical text of those lines (see ``bundle.canonical_line``), joined by ``\\n``.
+    """
+
+    id: str
+    file: str
+    line: int = Field(ge=1)
+    end_line: int | None = None
+    text: str
+
+
+class BundleFile(_Frozen):
+    """One file of an ingested bundle, with what ingest learned about it."""
+
+    path: str
+    kind: FileKind
+    size: int
+    lines: int = 0
+    host: str | None = None
+    rank: int | None = None
+    clock: ClockKind = "none"
+    compressed: bool = False
+    note: str | None = None  # e.g. "invalid UTF-8 replaced", "3 lines longer than 65536 bytes truncated"
+
+
+class SkippedFile(_Frozen):
+    """A member of the bundle we did not analyse, and why."""
+
+    path: str
+    reason: str
+
+
+class Finding(_Frozen):
+    """One observation from a signature, a generic detector, telemetry or a model."""
+
+    id: str
+    class_id: str  # TAXONOMY id, or "unknown" for generic detectors
+    signature: str  # catalogue id, e.g. "xid", "nccl.watchdog_timeout", "generic.traceback"
+    role: Role
+    severity: Severity
+    summary: str
+    time: datetime | None = None
+    rank: int | None = None
+    node: str | None = None
+    gpu: str | None = None
+    fields: dict[str, str] = Field(default_factory=dict)
+    evidence: list[Evidence] = Field(min_length=1)
+    source: Source = "rule"
+
+
+class Group(_Frozen):
+    """Findings that share a class, signature and masked template, merged across ranks and nodes."""
+
+    key: str
+    class_id: str
+    signature: str
+    role: Role
+    severity: Severity
+    template: str
+    summary: str
+    count: int
+    ranks: list[int]
+    nodes: list[str]
+    gpus: list[str]
+    first_time: datetime | None
+    last_time: datetime | None
+    exemplar: Evidence  # the earliest occurrence
+    evidence: list[Evidence]  # a bounded sample, earliest first (exemplar included)
+    common_fields: dict[str, str]  # field values identical in every finding of the group
+    finding_ids: list[str]
+
+
+class RankInfo(_Frozen):
+    rank: int
+    node: str | None = None
+    local_rank: int | None = None
+    gpu: str | None = None  # canonical PCI id ("0000:3b:00") when known, else a device index
+    files: list[str] = Field(default_factory=list)
+
+
+class Topology(_Frozen):
+    """What the bundle says about the job's shape: rank -> node -> GPU."""
+
+    world_size: int | None = None
+    ranks: dict[int, RankInfo] = Field(default_factory=dict)
+    nodes: list[str] = Field(default_factory=list)
+    sources: list[str] = Field(default_factory=list)  # how it was inferred, for the report
+
+
+class Citation(_Frozen):
+    evidence_id: str
+    file: str
+    line: int
+    end_line: int | None = None
+    text: str
+    verified: bool
+    status: CitationStatus
+
+
+class Claim(_Frozen):
+    """A statement of the diagnosis and the evidence it rests on."""
+
+    class_id: str
+    summary: str
+    evidence_ids: list[str]
+    count: int = 0
+    ranks: list[int] = Field(default_factory=list)
+    nodes: list[str] = Field(default_factory=list)
+    first_time: datetime | None = None
+    last_time: datetime | None = None
+
+
+class Culprit(_Frozen):
+    node: str | None = None
+    rank: int | None = None
+    gpu: str | None = None
+
+
+class Hypothesis(_Frozen):
+    class_id: str
+    score: float
+    why_not: str
+    evidence_ids: list[str] = Field(default_factory=list)
+
+
+class TimelineEntry(_Frozen):
+    time: datetime | None
+    evidence_id: str
+    role: Role
+    class_id: str
+
+
+class Diagnosis(_Frozen):
+    """The reduce stage's answer, citing evidence ids only."""
+
+    root_class: str  # TAXONOMY id or "unknown"
+    summary: str
+    culprit: Culprit
+    time: datetime | None
+    confidence: float = Field(ge=0.0, le=1.0)
+    root_evidence: list[str]
+    contributing: list[Claim]
+    symptoms: list[Claim]
+    hypotheses: list[Hypothesis]
+    timeline: list[TimelineEntry]
+    reasoning: list[str]  # short deterministic notes on why this answer (shown in the report)
+    partial: bool = False
+
+
+class FileCoverage(_Frozen):
+    files: int
+    lines: int
+    bytes: int
+    skipped: list[SkippedFile]
+    unaligned_clocks: list[str]  # files whose times could not be put on the common clock
+
+
+class ScanStats(_Frozen):
+    files: int
+    lines: int
+    bytes: int
+    findings: int
+    matcher: str  # "hyperscan" or "re"
+
+
+# --- diagnosis.json (DESIGN §4.2, contract: fields may be added, never removed or renamed) ---------
+
+SCHEMA = "crashcart.diagnosis/v1"
+
+
+class _Doc(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+
+class DocCitation(_Doc):
+    file: str
+    line: int
+    text: str
+    verified: bool
+    end_line: int | None = None
+    status: CitationStatus = "ok"
+
+
+class DocCulprit(_Doc):
+    node: str | None = None
+    rank: int | None = None
+    gpu: str | None = None
+
+
+class DocRootCause(_Doc):
+    class_: str = Field(alias="class")
+    summary: str
+    culprit: DocCulprit
+    time: str | None
+    confidence: float
+    citations: list[DocCitation]
+    severity: str | None = None
+
+
+class DocContributing(_Doc):
+    class_: str = Field(alias="class")
+    summary: str
+    citations: list[DocCitation]
+
+
+class DocSymptom(_Doc):
+    class_: str = Field(alias="class")
+    summary: str
+    count: int
+    ranks: list[int]
+    citations: list[DocCitation]
+    nodes: list[str] = Field(default_factory=list)
+    first_time: str | None = None
+    last_time: str | None = None
+
+
+class DocHypothesis(_Doc):
+    class_: str = Field(alias="class")
+    score: float
+    why_not: str
+
+
+class DocTimelineEntry(_Doc):
+    time: str | None
+    file: str
+    line: int
+    text: str
+    role: str
+    class_: str | None = Field(default=None, alias="class")
+
+
+class DocRunbookStep(_Doc):
+    id: str
+    title: str
+    command: str
+    risk: Literal["low", "medium", "high"]
+    rationale: str | None = None
+    reversible: bool | None = None
+
+
+class DocRunbook(_Doc):
+    steps: list[DocRunbookStep]
+
+
+class DocBundle(_Doc):
+    sha256: str
+    files: int
+    bytes: int
+
+
+class DocLLMStats(_Doc):
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+
+
+class DocStats(_Doc):
+    files: int
+    lines: int
+    bytes: int
+    findings: int
+    groups: int
+    seconds: float
+    llm: DocLLMStats = Field(default_factory=DocLLMStats)
+    citations_dropped: int = 0
+    skipped_files: list[SkippedFile] = Field(default_factory=list)
+    unaligned_clocks: list[str] = Field(default_factory=list)
+    matcher: str | None = None
+
+
+class DiagnosisDocument(_Doc):
+    """``diagnosis.json``. Serialise with ``model_dump(mode="json", by_alias=True)``."""
+
+    schema_: str = Field(default=SCHEMA, alias="schema")
+    incident_id: str
+    job_id: str | None
+    engine: Literal["offline", "llm"]
+    bundle: DocBundle
+    root_cause: DocRootCause
+    contributing: list[DocContributing]
+    symptoms: list[DocSymptom]
+    hypotheses: list[DocHypothesis]
+    timeline: list[DocTimelineEntry]
+    runbook: DocRunbook
+    stats: DocStats
+    topology: dict[str, dict[str, str | int | None]] = Field(default_factory=dict)
+    reasoning: list[str] = Field(default_factory=list)
+    partial: bool = False
