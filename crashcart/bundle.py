@@ -1,0 +1,411 @@
+"""Ingest stage: open a bundle (directory, archive or one log file), classify its files, read lines back.
+
+Input: a path. Output: a ``Bundle`` whose files are real files on disk (archives are extracted safely
+by ``extract``), each classified by name and content, plus the optional manifest. I/O: reads the
+bundle; writes only into the work directory. ``canonical_line`` defines the exact text of a line that
+every Evidence quotes and that ``verify`` compares against.
+"""
+
+from __future__ import annotations
+
+import codecs
+import json
+import re
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from crashcart import clock, extract, prefix
+from crashcart.errors import EmptyBundle, NoLogsFound
+from crashcart.models import BundleFile, ClockKind, FileKind, SkippedFile
+from crashcart.settings import BundleLimits
+
+SCANNED_KINDS: frozenset[FileKind] = frozenset(
+    {"rank_log", "combined_log", "kernel_log", "scheduler", "log"}
+)
+HEAD_BYTES = 64 * 1024
+
+_ANSI = re.compile(rb"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
+_TRUNCATED = " …[line truncated]"
+_KERNEL_NAME = re.compile(r"(?:^|[/_.-])(dmesg|kern|kernel|journal|syslog|messages)(?:[/_.-]|$)", re.I)
+_SCHED_NAME = re.compile(r"(?:^|[/_.-])(sacct|scontrol|squeue|sinfo|events?|slurmctld|slurmd)(?:[/_.-]|$)", re.I)
+_COMBINED_NAME = re.compile(r"(?:^|/)(slurm-\d+(?:_\d+)?\.(?:out|err|log)|.*\.(?:out|err))$", re.I)
+_KERNEL_CONTENT = re.compile(r"\bkernel: |NVRM: |^\[\s*\d+\.\d{6}\] |^\[(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) ")
+_SYSLOG_HOST = re.compile(
+    r"^(?:[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d(?:\.\d+)?|\d{4}-\d\d-\d\dT\S+) (?P<host>[A-Za-z0-9][\w.-]*) "
+    r"(?:kernel|systemd|slurmd|nvidia|sshd|[\w.-]+\[\d+\])"
+)
+_LOG_EXT = {".log", ".out", ".err", ".txt", ".stdout", ".stderr", ""}
+_CONFIG_EXT = {".yaml", ".yml", ".toml", ".ini", ".cfg", ".conf", ".json", ".env", ".sh", ".py"}
+_IMAGE_EXT = {".png", ".jpg", ".jpeg", ".gif", ".webp"}
+
+
+def canonical_line(raw: bytes, max_bytes: int) -> str:
+    """The exact text CrashCart quotes for one line of a file.
+
+    Strips the line ending (``\\n`` and a preceding ``\\r``) and ANSI colour/control sequences,
+    decodes UTF-8 replacing invalid bytes with U+FFFD, and cuts lines longer than ``max_bytes``
+    (marking the cut). Only ``\\n`` ends a line, so line numbers match ``wc -l`` and editors.
+    """
+    if raw.endswith(b"\n"):
+        raw = raw[:-1]
+    if raw.endswith(b"\r"):
+        raw = raw[:-1]
+    cut = len(raw) > max_bytes
+    if cut:
+        raw = raw[:max_bytes]
+    if b"\x1b" in raw:
+        raw = _ANSI.sub(b"", raw)
+    text = raw.decode("utf-8", "replace")
+    if cut:
+        text = text.rstrip("\ufffd") + _TRUNCATED
+    return text
+
+
+@dataclass(frozen=True)
+class NodeInfo:
+    host: str
+    boot_time: datetime | None = None
+    kernel_log: str | None = None
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """The optional ``manifest.json`` / ``crashcart.yaml`` (DESIGN §4.3); unknown fields ignored."""
+
+    job_id: str | None = None
+    cluster: str | None = None
+    scheduler: str | None = None
+    collected_at: datetime | None = None
+    nodes: tuple[NodeInfo, ...] = ()
+    rank_map: dict[int, str] = field(default_factory=dict)
+
+
+@dataclass
+class LineIndex:
+    """Sparse index of a file: (first line number, byte offset) at each scan buffer boundary."""
+
+    checkpoints: list[tuple[int, int]]
+    lines: int
+
+
+class Bundle:
+    """An opened bundle. Use as a context manager so extracted files are removed afterwards."""
+
+    def __init__(
+        self,
+        source: Path,
+        files: list[BundleFile],
+        physical: dict[str, Path],
+        skipped: list[SkippedFile],
+        manifest: Manifest | None,
+        limits: BundleLimits,
+        cleanup_dirs: list[Path],
+        year: int | None,
+    ) -> None:
+        self.source = source
+        self.files = files
+        self.skipped = skipped
+        self.manifest = manifest
+        self.limits = limits
+        self.year = year
+        self._physical = physical
+        self._index: dict[str, LineIndex] = {}
+        self._cleanup_dirs = cleanup_dirs
+
+    def __enter__(self) -> Bundle:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        for d in self._cleanup_dirs:
+            shutil.rmtree(d, ignore_errors=True)
+        self._cleanup_dirs = []
+
+    def file(self, path: str) -> BundleFile | None:
+        return next((f for f in self.files if f.path == path), None)
+
+    def physical(self, path: str) -> Path | None:
+        return self._physical.get(path)
+
+    def set_index(self, path: str, index: LineIndex) -> None:
+        self._index[path] = index
+
+    def line_count(self, path: str) -> int | None:
+        idx = self._index.get(path)
+        return idx.lines if idx else None
+
+    def read_lines(self, path: str, start: int, end: int | None = None) -> list[str]:
+        """Canonical text of lines ``start``..``end`` (1-based, inclusive); fewer if the file is shorter."""
+        end = start if end is None else end
+        phys = self._physical.get(path)
+        if phys is None or start < 1 or end < start:
+            return []
+        line, offset = 1, 0
+        idx = self._index.get(path)
+        if idx is not None:
+            for cp_line, cp_off in idx.checkpoints:
+                if cp_line > start:
+                    break
+                line, offset = cp_line, cp_off
+        out: list[str] = []
+        max_bytes = self.limits.max_line_bytes
+        with phys.open("rb") as fh:
+            fh.seek(offset)
+            while line <= end:
+                raw = fh.readline(max_bytes + 2)
+                if not raw:
+                    break
+                if not raw.endswith(b"\n") and len(raw) > max_bytes:
+                    _skip_rest_of_line(fh)
+                if line >= start:
+                    out.append(canonical_line(raw, max_bytes))
+                line += 1
+        return out
+
+
+def _skip_rest_of_line(fh: Any) -> None:
+    while True:
+        chunk = fh.readline(1024 * 1024)
+        if not chunk or chunk.endswith(b"\n"):
+            return
+
+
+def open_bundle(source: Path, work_dir: Path, limits: BundleLimits) -> Bundle:
+    """Open ``source`` safely and classify what it holds. Raises ``BundleError`` subclasses."""
+    work_dir.mkdir(parents=True, exist_ok=True)
+    mat = extract.materialize(source, work_dir, limits)
+    cleanup = [mat.work] if mat.work is not None else []
+    try:
+        return _classify_all(source, mat, work_dir, limits, cleanup)
+    except BaseException:
+        for d in cleanup:
+            shutil.rmtree(d, ignore_errors=True)
+        raise
+
+
+def _classify_all(
+    source: Path, mat: extract.Materialized, work_dir: Path, limits: BundleLimits, cleanup: list[Path]
+) -> Bundle:
+    if not mat.members:
+        raise EmptyBundle(f"{source.name} holds no files")
+    skipped = list(mat.skipped)
+    physical: dict[str, Path] = {}
+    heads: dict[str, list[str]] = {}
+    manifest: Manifest | None = None
+    pending: list[tuple[extract.Member, bytes]] = []
+    for m in mat.members:
+        head = _read_head(m.physical)
+        if _is_utf16(head):
+            new = _transcode_utf16(m.physical, work_dir, cleanup)
+            physical[m.path] = new
+            head = _read_head(new)
+        else:
+            physical[m.path] = m.physical
+        pending.append((m, head))
+        if _is_manifest(m.path):
+            manifest = _parse_manifest(physical[m.path])
+
+    files: list[BundleFile] = []
+    for m, head in pending:
+        kind, note = _kind_of(m.path, head)
+        if kind is None:
+            skipped.append(SkippedFile(path=m.path, reason=note or "not a log"))
+            physical.pop(m.path, None)
+            continue
+        lines = _head_lines(head, limits.max_line_bytes)
+        heads[m.path] = lines
+        files.append(
+            BundleFile(
+                path=m.path,
+                kind=kind,
+                size=m.size,
+                host=_host_of(m.path, kind, lines, manifest),
+                rank=_rank_of(m.path, kind, lines),
+                clock=clock.detect_clock(lines) if kind in SCANNED_KINDS else "none",
+                compressed=m.compressed,
+                note=note,
+            )
+        )
+    if not any(f.kind in SCANNED_KINDS or f.kind == "telemetry" for f in files):
+        names = ", ".join(s.path for s in skipped[:3])
+        why = f" (skipped: {names})" if names else ""
+        raise NoLogsFound(f"{source.name} has no log, kernel, scheduler or telemetry files{why}")
+    year = _bundle_year(manifest, heads)
+    return Bundle(source, files, physical, skipped, manifest, limits, cleanup, year)
+
+
+def _read_head(path: Path) -> bytes:
+    with path.open("rb") as fh:
+        return fh.read(HEAD_BYTES)
+
+
+def _is_utf16(head: bytes) -> bool:
+    return head.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE))
+
+
+def _transcode_utf16(path: Path, work_dir: Path, cleanup: list[Path]) -> Path:
+    """UTF-16 text (Windows tools) re-encoded as UTF-8 in the work dir; newlines, so line numbers, kept."""
+    target_dir = Path(tempfile.mkdtemp(prefix="utf16-", dir=work_dir))
+    cleanup.append(target_dir)
+    target = target_dir / path.name
+    with path.open("rb") as src, target.open("wb") as dst:
+        decoder = codecs.getincrementaldecoder("utf-16")("replace")
+        while chunk := src.read(1024 * 1024):
+            dst.write(decoder.decode(chunk).encode("utf-8"))
+        dst.write(decoder.decode(b"", final=True).encode("utf-8"))
+    return target
+
+
+def _looks_binary(head: bytes) -> bool:
+    if not head:
+        return False
+    if head.count(b"\x00") > len(head) // 100:
+        return True
+    sample = head[:8192]
+    control = sum(1 for b in sample if b < 9 or 13 < b < 32 and b != 27)
+    return control > len(sample) * 0.10
+
+
+def _head_lines(head: bytes, max_bytes: int) -> list[str]:
+    parts = head.split(b"\n")
+    if len(parts) > 1 and len(head) == HEAD_BYTES:
+        parts = parts[:-1]  # the last piece may be a partial line
+    return [canonical_line(p, max_bytes) for p in parts if p or len(parts) == 1]
+
+
+def _is_manifest(path: str) -> bool:
+    return path in {"manifest.json", "crashcart.yaml", "crashcart.yml"}
+
+
+def _kind_of(path: str, head: bytes) -> tuple[FileKind | None, str | None]:
+    """Classify one file by name and content; (None, reason) means: do not analyse it."""
+    name = PurePosixPath(path.removesuffix(".gz")).name
+    suffix = PurePosixPath(name).suffix.lower()
+    if _is_manifest(path):
+        return "manifest", None
+    if suffix in _IMAGE_EXT or head.startswith((b"\x89PNG", b"\xff\xd8\xff")):
+        return "dashboard", None
+    if not head:
+        return None, "empty file"
+    if _looks_binary(head):
+        return None, "binary data, not text"
+    text = head[:16384].decode("utf-8", "replace")
+    if suffix == ".csv" or (suffix == ".json" and "DCGM_" in text) or "DCGM_FI_" in text[:2000]:
+        return ("telemetry", None) if ("DCGM" in text or "clocks" in text or "temperature" in text) else (
+            "other",
+            None,
+        )
+    if suffix in {".json", ".yaml", ".yml"} and ('"involvedObject"' in text or "involvedObject:" in text):
+        return "scheduler", None
+    if _SCHED_NAME.search(name) and suffix not in {".py", ".sh"}:
+        return "scheduler", None
+    if suffix in _CONFIG_EXT and not _KERNEL_NAME.search(name):
+        return "config", None
+    lines = text.split("\n")[:200]
+    if _KERNEL_NAME.search(name) or sum(1 for ln in lines if _KERNEL_CONTENT.search(ln)) > len(lines) // 3:
+        return "kernel_log", None
+    ranks = {p.rank for p in map(prefix.split_prefix, lines) if p.rank is not None}
+    if len(ranks) >= 2:
+        return "combined_log", None
+    if prefix.rank_of_path(path) is not None or len(ranks) == 1:
+        return "rank_log", None
+    if _COMBINED_NAME.search(path):
+        return "log", None
+    if suffix in _LOG_EXT or suffix.isdigit() or suffix.lstrip(".").isdigit():
+        return "log", None
+    return "log", None
+
+
+def _host_of(path: str, kind: FileKind, lines: list[str], manifest: Manifest | None) -> str | None:
+    if manifest is not None:
+        for node in manifest.nodes:
+            if node.kernel_log == path:
+                return node.host
+    if kind == "kernel_log":
+        for ln in lines[:200]:
+            m = _SYSLOG_HOST.match(ln)
+            if m:
+                return m.group("host")
+    return prefix.host_of_path(path)
+
+
+def _rank_of(path: str, kind: FileKind, lines: list[str]) -> int | None:
+    if kind != "rank_log":
+        return None
+    rank = prefix.rank_of_path(path)
+    if rank is not None:
+        return rank
+    ranks = {p.rank for p in map(prefix.split_prefix, lines[:200]) if p.rank is not None}
+    return ranks.pop() if len(ranks) == 1 else None
+
+
+def _bundle_year(manifest: Manifest | None, heads: dict[str, list[str]]) -> int | None:
+    if manifest is not None and manifest.collected_at is not None:
+        return manifest.collected_at.year
+    for lines in heads.values():
+        year = clock.infer_year(lines)
+        if year is not None:
+            return year
+    return None
+
+
+def _parse_dt(value: Any) -> datetime | None:
+    if not isinstance(value, str):
+        return None
+    parsed = clock.parse_time(value)
+    return parsed.time if parsed is not None else None
+
+
+def _parse_manifest(path: Path) -> Manifest | None:
+    """Read the optional manifest; a malformed one is ignored (the logs carry the same facts)."""
+    try:
+        raw = path.read_text("utf-8", "replace")
+        data: Any = json.loads(raw) if path.suffix == ".json" else _load_yaml(raw)
+    except (ValueError, OSError):
+        return None
+    if not isinstance(data, dict):
+        return None
+    nodes: list[NodeInfo] = []
+    for n in data.get("nodes") or []:
+        if isinstance(n, dict) and isinstance(n.get("host"), str):
+            kl = n.get("kernel_log")
+            nodes.append(NodeInfo(n["host"], _parse_dt(n.get("boot_time")), kl if isinstance(kl, str) else None))
+    rank_map: dict[int, str] = {}
+    rm = data.get("rank_map")
+    if isinstance(rm, dict):
+        for k, v in rm.items():
+            if str(k).lstrip("-").isdigit() and isinstance(v, str):
+                rank_map[int(k)] = v
+    job = data.get("job_id")
+    return Manifest(
+        job_id=str(job) if isinstance(job, str | int) else None,
+        cluster=data.get("cluster") if isinstance(data.get("cluster"), str) else None,
+        scheduler=data.get("scheduler") if isinstance(data.get("scheduler"), str) else None,
+        collected_at=_parse_dt(data.get("collected_at")),
+        nodes=tuple(nodes),
+        rank_map=rank_map,
+    )
+
+
+def _load_yaml(text: str) -> Any:
+    import yaml
+
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ValueError(str(exc)) from exc
+
+
+def clock_kind_label(kind: ClockKind) -> str:
+    return {
+        "absolute": "wall clock",
+        "no_year": "wall clock without year",
+        "boot_relative": "seconds since boot",
+        "none": "no clock",
+    }[kind]

@@ -1,0 +1,250 @@
+"""Causal signals for the offline reduce: the watchdog picture, odd ranks, and candidate scores.
+
+Input: groups, findings, topology, each rank's last line. Output: ``Picture`` (cascade timing and
+the ranks that are not like the others) and scored ``Candidate``s, following TAXONOMY.md §1: look
+back by the timeout, find the odd rank, hardware beats software, teardown never wins. Pure.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from crashcart.models import Evidence, Finding, Group, Topology
+
+SEVERITY_WEIGHT = {"P0": 50.0, "P1": 38.0, "P2": 38.0, "P3": 24.0, "info": 8.0}
+GENERIC_WEIGHT = {"unknown": 8.0, "python_exception_rank_crash": 34.0}
+WATCHDOG_CLASSES = {"nccl_watchdog_timeout"}
+RECOVERY_GAP = timedelta(minutes=2)
+
+
+@dataclass
+class RankLast:
+    """The last line a rank wrote, and the last time it showed."""
+
+    evidence: Evidence | None
+    time: datetime | None
+
+
+@dataclass
+class Picture:
+    first_cascade: datetime | None = None
+    lookback_start: datetime | None = None  # when the timed-out collective started (rule 1)
+    timeout_ms: int | None = None
+    timed_out: set[int] = field(default_factory=set)
+    suspects: dict[int, str] = field(default_factory=dict)  # rank -> why it is not like the others
+    suspect_kind: str | None = None  # "missing", "lagging", "desync"
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def suspect_ranks(self) -> set[int]:
+        return set(self.suspects)
+
+
+@dataclass
+class Candidate:
+    class_id: str
+    findings: list[Finding]
+    groups: list[Group]
+    score: float = 0.0
+    reasons: list[str] = field(default_factory=list)
+    penalties: list[str] = field(default_factory=list)
+
+    @property
+    def first(self) -> Finding:
+        timed = [f for f in self.findings if f.time is not None]
+        if timed:
+            return min(timed, key=lambda f: (f.time, f.evidence[0].file, f.evidence[0].line))  # type: ignore[arg-type, return-value]
+        return min(self.findings, key=lambda f: (f.evidence[0].file, f.evidence[0].line))
+
+    @property
+    def time(self) -> datetime | None:
+        return self.first.time
+
+    @property
+    def nodes(self) -> set[str]:
+        return {f.node for f in self.findings if f.node}
+
+    @property
+    def ranks(self) -> set[int]:
+        return {f.rank for f in self.findings if f.rank is not None}
+
+    @property
+    def severity(self) -> str:
+        return self.first.severity
+
+    @property
+    def generic(self) -> bool:
+        return self.class_id == "unknown" or all(f.signature.startswith("generic.") for f in self.findings)
+
+
+def _int(v: str | None) -> int | None:
+    try:
+        return int(v) if v is not None else None
+    except ValueError:
+        return None
+
+
+def picture(findings: list[Finding], topo: Topology) -> Picture:
+    """The cascade: when symptoms started, what the timeout says, and which ranks are odd."""
+    pic = Picture()
+    cascade_times = [f.time for f in findings if f.role == "cascade" and f.time is not None]
+    pic.first_cascade = min(cascade_times) if cascade_times else None
+    wd = [f for f in findings if f.class_id in WATCHDOG_CLASSES]
+    pic.timed_out = {f.rank for f in wd if f.rank is not None}
+    ran = [_int(f.fields.get("ran_ms")) or _int(f.fields.get("timeout_ms")) for f in wd]
+    ran_ms = [r for r in ran if r]
+    timed_wd = [f.time for f in wd if f.time is not None]
+    if ran_ms and timed_wd:
+        pic.timeout_ms = Counter(ran_ms).most_common(1)[0][0]
+        pic.lookback_start = min(timed_wd) - timedelta(milliseconds=pic.timeout_ms)
+        pic.notes.append(
+            f"watchdog fired after {pic.timeout_ms / 1000:.0f} s, so the collective started near "
+            f"{pic.lookback_start:%H:%M:%S}; looked there first"
+        )
+    if not wd:
+        return pic
+    known = set(topo.ranks)
+    world = topo.world_size or (max(known) + 1 if known else 0)
+    if world and len(pic.timed_out) >= max(2, world // 2):
+        missing = {r for r in range(world) if r not in pic.timed_out}
+        if missing and len(missing) <= max(1, world // 4):
+            pic.suspects = {r: "printed no watchdog timeout while the others did" for r in sorted(missing)}
+            pic.suspect_kind = "missing"
+    seqs = _per_rank(wd, "seq")
+    dones = _per_rank(wd, "done")
+    ops = {f.rank: f.fields["op"] for f in wd if f.rank is not None and f.fields.get("op")}
+    if len(set(ops.values())) > 1:
+        common, _ = Counter(ops.values()).most_common(1)[0]
+        odd = {r: f"waits in {op} while the others wait in {common}" for r, op in ops.items() if op != common}
+        if odd and len(odd) < len(ops):
+            pic.suspects.update(odd)
+            pic.suspect_kind = "desync"
+    for name, values in (("last completed work", dones), ("SeqNum", seqs)):
+        if len(set(values.values())) > 1 and pic.suspect_kind != "desync":
+            common, _ = Counter(values.values()).most_common(1)[0]
+            low = {r: f"{name} {v} behind the others' {common}" for r, v in values.items() if v < common}
+            if low and len(low) < len(values) / 2:
+                pic.suspects.update(low)
+                pic.suspect_kind = pic.suspect_kind or "lagging"
+    return pic
+
+
+def _per_rank(findings: list[Finding], key: str) -> dict[int, int]:
+    out: dict[int, int] = {}
+    for f in findings:
+        v = _int(f.fields.get(key))
+        if f.rank is not None and v is not None:
+            out[f.rank] = min(v, out.get(f.rank, v))
+    return out
+
+
+def candidates(groups: list[Group], findings: list[Finding]) -> list[Candidate]:
+    """Root-candidate groups merged by class (the same fault worded twice is one candidate)."""
+    by_id = {f.id: f for f in findings}
+    by_class: dict[str, Candidate] = {}
+    for g in groups:
+        if g.role != "root_candidate" and g.class_id != "nccl_watchdog_stuck_heartbeat":
+            continue
+        c = by_class.setdefault(g.class_id, Candidate(g.class_id, [], []))
+        c.groups.append(g)
+        c.findings.extend(by_id[i] for i in g.finding_ids if i in by_id)
+    return list(by_class.values())
+
+
+def score(
+    c: Candidate,
+    pic: Picture,
+    topo: Topology,
+    findings: list[Finding],
+    last: dict[int, RankLast],
+    earliest: datetime | None,
+) -> None:
+    """Set ``c.score`` with the reasons; deterministic and explainable."""
+    base = GENERIC_WEIGHT.get(c.class_id) if c.generic else None
+    c.score = base if base is not None else SEVERITY_WEIGHT.get(c.severity, 8.0)
+    c.reasons.append(f"{c.severity} class")
+    n_nodes = len(topo.nodes) or 1
+    world = topo.world_size or 0
+    nodes, ranks, t = c.nodes, c.ranks, c.time
+    if nodes and n_nodes >= 2 and len(nodes) <= max(1, n_nodes // 3):
+        c.score += 12
+        c.reasons.append(f"specific to {', '.join(sorted(nodes))}")
+    if world > 2 and len(ranks) >= 0.75 * world:
+        c.score -= 8
+        c.penalties.append(f"seen on {len(ranks)} of {world} ranks")
+    suspect_nodes = {topo.ranks[r].node for r in pic.suspects if r in topo.ranks and topo.ranks[r].node}
+    if ranks & pic.suspect_ranks or nodes & suspect_nodes:
+        c.score += 25
+        c.reasons.append("on the rank that is not like the others")
+    if t is not None and pic.first_cascade is not None:
+        if t <= pic.first_cascade:
+            c.score += 8
+            c.reasons.append("before the first symptom")
+        else:
+            c.score -= 30
+            c.penalties.append(f"after the first symptom ({pic.first_cascade:%H:%M:%S})")
+    if t is not None and pic.lookback_start is not None and pic.timeout_ms:
+        margin = timedelta(milliseconds=max(120_000, pic.timeout_ms // 10))
+        if abs(t - pic.lookback_start) <= margin:
+            c.score += 10
+            c.reasons.append("when the timed-out collective started")
+    if t is not None and earliest is not None and t == earliest:
+        c.score += 6
+        c.reasons.append("earliest candidate")
+    kinds = _corroborating_kinds(c, findings)
+    if len(kinds) > 1:
+        c.score += 4 * (len(kinds) - 1)
+        c.reasons.append("corroborated by " + ", ".join(sorted(kinds)))
+    if t is not None and ranks and not nodes - {topo.ranks[r].node for r in ranks if r in topo.ranks}:
+        alive = [r for r in ranks if (rl := last.get(r)) and rl.time and rl.time - t > RECOVERY_GAP]
+        if alive and len(alive) == len(ranks) and c.severity != "P0":
+            c.score -= 30
+            c.penalties.append("the rank kept running long after it (recovered)")
+
+
+def _corroborating_kinds(c: Candidate, findings: list[Finding]) -> set[str]:
+    """Sources (kernel/rank/scheduler/telemetry) with non-context findings on the candidate's node(s)."""
+    nodes = c.nodes
+    if not nodes:
+        return set()
+    kinds: set[str] = set()
+    for f in findings:
+        if f.role == "context" or f.node not in nodes:
+            continue
+        kinds.add(_source_of(f))
+    return kinds
+
+
+def _source_of(f: Finding) -> str:
+    if f.source == "telemetry":
+        return "telemetry"
+    if f.signature.startswith(("kernel.", "xid", "dmesg")) or f.class_id in {
+        "gpu_fallen_off_bus",
+        "gpu_memory_ecc_uncorrectable",
+        "pcie_aer_error",
+        "host_oom_kill",
+    }:
+        return "kernel"
+    if f.signature.startswith(("slurm.", "sacct.", "k8s.", "scheduler.")):
+        return "scheduler"
+    return "rank logs"
+
+
+def versions(findings: list[Finding]) -> tuple[str, dict[str, str], list[Finding]] | None:
+    """A version that differs across hosts of one job (TAXONOMY class 36 rule), if any."""
+    for key in ("nccl_version", "driver_version", "cuda_version"):
+        per_host: dict[str, dict[str, Finding]] = defaultdict(dict)
+        for f in findings:
+            v = f.fields.get(key)
+            if f.role == "context" and v and f.node:
+                per_host[f.node].setdefault(v, f)
+        values = Counter(next(iter(vs)) for vs in per_host.values() if len(vs) == 1)
+        if len(values) > 1 and len(per_host) > 1:
+            common = values.most_common(1)[0][0]
+            odd = {h: next(iter(vs)) for h, vs in per_host.items() if next(iter(vs)) != common}
+            evidence = [next(iter(per_host[h].values())) for h in sorted(odd)]
+            normal = next(f for vs in per_host.values() for v, f in vs.items() if v == common)
+            return key, odd, [*evidence, normal]
+    return None

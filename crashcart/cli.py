@@ -1,0 +1,181 @@
+"""Command line: ``crashcart diagnose|list|show|search|synth`` (DESIGN §4.1).
+
+Reads Settings once and passes them down. ``diagnose --json`` prints exactly one JSON object on
+stdout; progress and logs go to stderr. Exit 0 when a diagnosis was produced (including
+``unknown``), 2 for unusable input with a one-line reason, 1 for an internal error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import traceback
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.table import Table
+
+from crashcart.errors import BundleError, CrashCartError, IncidentNotFound
+from crashcart.settings import Settings
+
+PROGRESS_MIN_BYTES = 64 * 1024 * 1024
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="crashcart", description="Find and prove why a GPU training job died.")
+    sub = p.add_subparsers(dest="command", required=True)
+    d = sub.add_parser("diagnose", help="diagnose an incident bundle (dir, .tar, .tar.gz, .zip or a log file)")
+    d.add_argument("bundle", type=Path)
+    d.add_argument("--engine", choices=["offline", "llm"], default=None)
+    d.add_argument("--json", action="store_true", help="print diagnosis.json on stdout and nothing else")
+    d.add_argument("--out", type=Path, help="write diagnosis.json (and reports) into this directory")
+    d.add_argument("--job-id", help="the scheduler's job id, if the bundle does not say")
+    d.add_argument("--no-store", action="store_true", help="do not record the run in the database")
+    ls = sub.add_parser("list", help="recent incidents")
+    ls.add_argument("--limit", type=int, default=20)
+    sh = sub.add_parser("show", help="show a stored incident")
+    sh.add_argument("id")
+    sh.add_argument("--json", action="store_true")
+    se = sub.add_parser("search", help="full-text search over stored incidents")
+    se.add_argument("text")
+    sy = sub.add_parser("synth", help="write a synthetic incident bundle of one failure class")
+    sy.add_argument("cls", metavar="CLASS")
+    sy.add_argument("--out", type=Path, required=True)
+    sy.add_argument("--ranks", type=int, default=8)
+    sy.add_argument("--nodes", type=int, default=2)
+    sy.add_argument("--seed", type=int, default=0)
+    sy.add_argument("--layout", default=None)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    err = Console(stderr=True, highlight=False)
+    try:
+        settings = Settings()
+        return _run(args, settings, err)
+    except BundleError as exc:
+        err.print(f"[bold red]error:[/] {exc.detail or type(exc).__name__}", markup=True, highlight=False)
+        return 2
+    except IncidentNotFound as exc:
+        err.print(f"[bold red]error:[/] {exc.detail}")
+        return 2
+    except CrashCartError as exc:
+        stage = f" during {exc.stage}" if exc.stage else ""
+        err.print(f"[bold red]error{stage}:[/] {type(exc).__name__}: {exc.detail}")
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    except Exception:  # the CLI edge: one of the two places allowed to catch everything
+        err.print("[bold red]internal error[/] (please report it with this trace):")
+        err.print(traceback.format_exc(), markup=False, highlight=False)
+        return 1
+
+
+def _run(args: argparse.Namespace, settings: Settings, err: Console) -> int:
+    if args.command == "synth":
+        from crashcart.synth import synthesize
+
+        synthesize(args.cls, args.out, ranks=args.ranks, nodes=args.nodes, seed=args.seed, layout=args.layout)
+        err.print(f"wrote {args.cls} incident to {args.out}")
+        return 0
+    from crashcart.store import Store
+
+    store = Store(settings.store)
+    try:
+        if args.command == "diagnose":
+            return _diagnose(args, settings, store, err)
+        if args.command == "list":
+            _list(store.list(args.limit), Console())
+            return 0
+        if args.command == "search":
+            _list(store.search(args.text), Console())
+            return 0
+        if args.command == "show":
+            got = store.get(args.id)
+            if args.json:
+                sys.stdout.write(got.document.model_dump_json(by_alias=True, indent=2) + "\n")
+            else:
+                from crashcart.report.terminal import render
+
+                render(got.document, Console())
+            return 0
+    finally:
+        store.close()
+    return 1
+
+
+def _diagnose(args: argparse.Namespace, settings: Settings, store: object, err: Console) -> int:
+    from crashcart.pipeline import diagnose
+    from crashcart.report.terminal import render
+    from crashcart.store import Store
+
+    engine = args.engine or settings.engine
+    if engine != "offline":
+        err.print("the llm engine is not available in this version; using the offline engine")
+    size = _size(args.bundle)
+    bar: Progress | None = None
+    task = None
+    if size >= PROGRESS_MIN_BYTES and err.is_terminal:
+        bar = Progress(
+            TextColumn("[bold]{task.description}"), BarColumn(), DownloadColumn(), TimeRemainingColumn(), console=err
+        )
+        task = bar.add_task("scanning", total=size)
+        bar.start()
+
+    def progress(done: int, total: int) -> None:
+        if bar is not None and task is not None:
+            bar.update(task, completed=done, total=total)
+
+    def on_stage(name: str) -> None:
+        if bar is not None and task is not None:
+            bar.update(task, description=name)
+
+    try:
+        outcome = asyncio.run(
+            diagnose(
+                args.bundle,
+                settings,
+                job_id=args.job_id,
+                store=None if args.no_store else store if isinstance(store, Store) else None,
+                progress=progress,
+                on_stage=on_stage,
+            )
+        )
+    finally:
+        if bar is not None:
+            bar.stop()
+    doc = outcome.document
+    payload = doc.model_dump(mode="json", by_alias=True)
+    if args.out:
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "diagnosis.json").write_text(json.dumps(payload, indent=2, ensure_ascii=False) + "\n")
+    if args.json:
+        sys.stdout.write(json.dumps(payload, ensure_ascii=False) + "\n")
+    else:
+        render(doc, Console())
+    return 0
+
+
+def _size(path: Path) -> int:
+    if path.is_file():
+        return path.stat().st_size
+    if path.is_dir():
+        return sum(p.stat().st_size for p in path.rglob("*") if p.is_file() and not p.is_symlink())
+    return 0
+
+
+def _list(rows: list, console: Console) -> None:  # type: ignore[type-arg]
+    table = Table(show_edge=False)
+    for col in ("id", "when", "job", "root cause", "culprit", "confidence", "runs"):
+        table.add_column(col)
+    for r in rows:
+        culprit = ", ".join(x for x in (r.culprit_node or "", f"rank {r.culprit_rank}" if r.culprit_rank is not None else "") if x)
+        table.add_row(r.id, f"{r.updated_at:%Y-%m-%d %H:%M}", r.job_id or "", r.root_class, culprit, f"{r.confidence:.2f}", str(r.runs))
+    if not rows:
+        console.print("no incidents")
+        return
+    console.print(table)

@@ -1,0 +1,239 @@
+"""Ingest helper: the clocks of GPU-cluster log lines (ISO-8601, glog/c10d, syslog, dmesg, Slurm, JSON).
+
+Input is one line (or a sample of lines) and a ``ClockContext``; output is a ``ParsedTime`` in UTC,
+a ``ClockKind``, a year or an ISO-8601 string. Pure functions, no I/O; one compiled regex pass per
+line, cheap enough to run on every line of a bundle.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta, timezone
+from typing import NamedTuple
+
+from crashcart.models import ClockKind
+from crashcart.prefix import split_prefix
+
+__all__ = ["ClockContext", "ParsedTime", "detect_clock", "infer_year", "parse_time", "to_iso"]
+
+
+@dataclass(frozen=True)
+class ClockContext:
+    """What a line alone cannot tell: the year, a reference instant and the host's boot time."""
+
+    year: int | None = None  # for formats without a year
+    reference: datetime | None = None  # e.g. bundle collected_at: no time lands > reference + 1 day
+    boot_time: datetime | None = None  # turns dmesg seconds-since-boot into wall time
+
+
+class ParsedTime(NamedTuple):
+    """A timestamp found in a line: ``time`` is UTC-aware, or None when it cannot be resolved."""
+
+    time: datetime | None
+    kind: ClockKind  # "absolute" | "no_year" | "boot_relative"; never "none"
+    boot_seconds: float | None  # seconds since boot, for "boot_relative"
+    span: tuple[int, int]  # characters of the timestamp in the line (no brackets or quotes)
+
+
+_DEFAULT_CONTEXT = ClockContext()
+_MAX_SCAN = 8192  # characters of a line searched for a timestamp
+_SAMPLE = 2000  # non-blank lines looked at by detect_clock
+_ONE_DAY = timedelta(days=1)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_EPOCH_MIN, _EPOCH_MAX = 946_684_800, 4_102_444_800  # 2000-01-01 .. 2100-01-01
+
+_MONTH_NAMES = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
+_MONTHS = {name: i for i, name in enumerate(_MONTH_NAMES, 1)}
+_MON = "|".join(_MONTHS)
+_WDAY = "Mon|Tue|Wed|Thu|Fri|Sat|Sun"
+_EPOCH_KEYS = "ts|time|timestamp|@timestamp|epoch|t"  # JSON fields that may hold epoch seconds
+
+# One alternation, so a single left-to-right pass finds the earliest timestamp of any format.
+_TIME = re.compile(
+    # ISO-8601 / RFC 3339 / Python logging / Slurm / sacct / journalctl short-iso / RFC 5424 / Go log
+    r"(?P<iso>(?<!\d)(?P<iY>\d{4})(?P<isep>[-/])(?P<im>\d\d)(?P=isep)(?P<id>\d\d)[T ]"
+    r"(?P<iH>\d\d):(?P<iM>\d\d):(?P<iS>\d\d)(?:[.,](?P<iF>\d{1,9}))?"
+    r"(?:(?P<iZ>Z)|[ ]?(?P<iO>[+-]\d\d:?\d\d|UTC|GMT)(?![\w:]))?(?!\d))"
+    # glog / klog / torchrun / PyTorch c10d: E1130 02:13:07.408271257, [E626 ...] (month unpadded)
+    r"|(?P<glog>(?<![A-Za-z0-9])[IWEF](?P<gD>\d{3,8}) (?P<gH>\d\d):(?P<gM>\d\d):(?P<gS>\d\d)"
+    r"\.(?P<gF>\d{1,9})(?!\d))"
+    # syslog RFC 3164, journalctl short/short-precise, dmesg -T / ctime (with year)
+    rf"|(?P<sys>(?<![A-Za-z])(?:(?:{_WDAY}) )?(?P<sMon>{_MON}) {{1,2}}(?P<sD>\d{{1,2}}) "
+    r"(?P<sH>\d\d):(?P<sM>\d\d):(?P<sS>\d\d)(?:\.(?P<sF>\d{1,9}))?(?: (?P<sY>\d{4})(?![\w.:]))?(?!\d))"
+    # epoch seconds (or ms, us, ns) in a JSON field
+    rf'|(?:"(?:{_EPOCH_KEYS})"\s*:\s*"?'
+    r"(?P<ep>(?P<eS>\d{10})(?:\.(?P<eF>\d{1,9}))?|\d{13}|\d{16}|\d{19})(?![\d.]))"
+)
+# Every format but the epoch one holds hh:mm:ss at most 11 characters after its start: searching
+# for that first is much cheaper than running the alternation over a long line.
+_HMS = re.compile(r"\d\d:\d\d:\d\d")
+_HMS_LEAD = 16
+_EPOCH_KEY = re.compile(rf'"(?:{_EPOCH_KEYS})"\s*:')
+# dmesg / journalctl short-monotonic: "[  12345.678901] ", optionally after dmesg -x "kern  :err   : "
+_BOOT = re.compile(r"[ \t]*(?:[a-z]+ *:[a-z]+ *: )?\[ *(?P<bS>\d{1,10})\.(?P<bF>\d{6})\]")
+
+
+def _micro(frac: str | None) -> int:
+    return int((frac + "00000")[:6]) if frac else 0
+
+
+def _aware(t: datetime) -> datetime:
+    return t.replace(tzinfo=UTC) if t.tzinfo is None else t.astimezone(UTC)
+
+
+def _offset(zone: str | None) -> timezone:
+    if zone is None or zone in ("UTC", "GMT"):
+        return UTC
+    sign = -1 if zone[0] == "-" else 1
+    digits = zone[1:].replace(":", "")
+    return timezone(sign * timedelta(hours=int(digits[:2]), minutes=int(digits[2:])))
+
+
+def _no_year(month: int, day: int, hms: tuple[int, int, int, int], ctx: ClockContext) -> datetime | None:
+    """Resolve a month/day with no year from the context; None when no year can be chosen."""
+    hour, minute, second, micro = hms
+
+    def build(year: int) -> datetime | None:
+        try:
+            return datetime(year, month, day, hour, minute, second, micro, tzinfo=UTC)
+        except ValueError:  # Feb 29 of a common year
+            return None
+
+    if ctx.reference is None:
+        return None if ctx.year is None else build(ctx.year)
+    ref = _aware(ctx.reference)
+    # a year inferred from the earlier side of a New Year run may be one behind the reference's
+    start = ref.year if ctx.year is None or ctx.year + 1 == ref.year else ctx.year
+    for year in (start, start - 1):
+        t = build(year)
+        if t is not None and t <= ref + _ONE_DAY:
+            return t
+    return build(start)
+
+
+def _from_match(m: re.Match[str], ctx: ClockContext) -> ParsedTime | None:
+    """Turn one regex match into a ParsedTime; None for impossible dates (Feb 30, 25:00)."""
+    if m.group("iso") is not None:
+        ymd = (int(m["iY"]), int(m["im"]), int(m["id"]))
+        hms = (int(m["iH"]), int(m["iM"]), int(m["iS"]), _micro(m["iF"]))
+        t = datetime(*ymd, *hms, tzinfo=_offset(m["iO"]))
+        return ParsedTime(t.astimezone(UTC), "absolute", None, m.span("iso"))
+    if m.group("glog") is not None:
+        digits = m["gD"]
+        hms = (int(m["gH"]), int(m["gM"]), int(m["gS"]), _micro(m["gF"]))
+        span = (m.start("gD"), m.end("glog"))
+        if len(digits) == 8:  # glog's log_year_in_prefix: E20261130
+            t = datetime(int(digits[:4]), int(digits[4:6]), int(digits[6:]), *hms, tzinfo=UTC)
+            return ParsedTime(t, "absolute", None, span)
+        if len(digits) > 4:
+            return None
+        month, day = int(digits[:-2]), int(digits[-2:])
+        datetime(2000, month, day, *hms)  # validates month/day/time (2000 is a leap year)
+        return ParsedTime(_no_year(month, day, hms, ctx), "no_year", None, span)
+    if m.group("sys") is not None:
+        month, day = _MONTHS[m["sMon"]], int(m["sD"])
+        hms = (int(m["sH"]), int(m["sM"]), int(m["sS"]), _micro(m["sF"]))
+        year = m["sY"]
+        if year is not None and 1970 <= int(year) < 2100:
+            t = datetime(int(year), month, day, *hms, tzinfo=UTC)
+            return ParsedTime(t, "absolute", None, m.span("sys"))
+        datetime(2000, month, day, *hms)
+        end = m.end("sF") if m["sF"] is not None else m.end("sS")
+        return ParsedTime(_no_year(month, day, hms, ctx), "no_year", None, (m.start("sys"), end))
+    value = m["ep"]
+    if m["eS"] is not None:
+        seconds, micro = int(m["eS"]), _micro(m["eF"])
+    else:
+        scale = 10 ** (len(value) - 10)
+        seconds, micro = divmod(int(value), scale)
+        micro = micro * 1_000_000 // scale
+    if not _EPOCH_MIN <= seconds < _EPOCH_MAX:
+        return None
+    t = _EPOCH + timedelta(seconds=seconds, microseconds=micro)
+    return ParsedTime(t, "absolute", None, m.span("ep"))
+
+
+def parse_time(line: str, ctx: ClockContext = _DEFAULT_CONTEXT) -> ParsedTime | None:
+    """The earliest timestamp of ``line`` (after any per-rank prefix), or None; never raises.
+
+    Times without a zone are UTC; offsets are converted to UTC. Formats without a year take it
+    from ``ctx`` (``kind="no_year"``, ``time=None`` when unknown); dmesg seconds need
+    ``ctx.boot_time`` (``kind="boot_relative"``). NCCL lines, PCI ids and counters are not times.
+    """
+    head = line[:_MAX_SCAN]
+    boot = _BOOT.match(head)
+    if boot is None:
+        skip = split_prefix(head).length
+        boot = _BOOT.match(head, skip) if skip else None
+    if boot is not None:
+        seconds = int(boot["bS"]) + int(boot["bF"]) / 1_000_000
+        t: datetime | None = None
+        if ctx.boot_time is not None:
+            try:
+                t = _aware(ctx.boot_time) + timedelta(seconds=int(boot["bS"]), microseconds=int(boot["bF"]))
+            except OverflowError:
+                t = None
+        return ParsedTime(t, "boot_relative", seconds, (boot.start("bS"), boot.end("bF")))
+    hms = _HMS.search(head)
+    if hms is None:
+        if _EPOCH_KEY.search(head) is None:
+            return None
+        start = 0
+    else:
+        start = max(0, hms.start() - _HMS_LEAD)
+        if start and _EPOCH_KEY.search(head, 0, hms.start()) is not None:
+            start = 0
+    for m in _TIME.finditer(head, start):
+        try:
+            found = _from_match(m, ctx)
+        except (ValueError, OverflowError):  # impossible date or time: look further
+            continue
+        if found is not None:
+            return found
+    return None
+
+
+def detect_clock(lines: Iterable[str]) -> ClockKind:
+    """The majority clock kind over (up to 2000 non-blank) ``lines``; "none" when < 20% carry a time."""
+    counts: Counter[ClockKind] = Counter()
+    seen = 0
+    for line in lines:
+        if not line.strip():
+            continue
+        seen += 1
+        parsed = parse_time(line)
+        if parsed is not None:
+            counts[parsed.kind] += 1
+        if seen >= _SAMPLE:
+            break
+    timed = sum(counts.values())
+    if seen == 0 or timed * 5 < seen:
+        return "none"
+    order: tuple[ClockKind, ...] = ("absolute", "no_year", "boot_relative")
+    return max(order, key=lambda kind: counts[kind])
+
+
+def infer_year(lines: Iterable[str]) -> int | None:
+    """The most common year among the absolute timestamps of ``lines`` (latest on ties), or None."""
+    years: Counter[int] = Counter()
+    for line in lines:
+        parsed = parse_time(line)
+        if parsed is not None and parsed.kind == "absolute" and parsed.time is not None:
+            years[parsed.time.year] += 1
+    if not years:
+        return None
+    return max(years, key=lambda year: (years[year], year))
+
+
+def to_iso(t: datetime | None) -> str | None:
+    """``2026-11-30T02:13:07Z`` (``.123Z`` when sub-second) in UTC; naive times are taken as UTC."""
+    if t is None:
+        return None
+    u = _aware(t)
+    text = f"{u.year:04d}-{u.month:02d}-{u.day:02d}T{u.hour:02d}:{u.minute:02d}:{u.second:02d}"
+    if u.microsecond:
+        text += f".{u.microsecond // 1000:03d}"
+    return text + "Z"

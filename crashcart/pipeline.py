@@ -1,0 +1,198 @@
+"""The pipeline: bundle -> scan -> topology -> group -> reduce -> verify -> report -> store.
+
+Input: a bundle path and Settings. Output: ``Outcome`` holding the ``diagnosis.json`` document and
+what produced it. Each stage is one call; stages never call each other. Errors passing through a
+stage get ``.stage`` attached. Blocking work runs in threads so the bot's event loop stays free.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from crashcart import prefix
+from crashcart.bundle import SCANNED_KINDS, Bundle, open_bundle
+from crashcart.causal import RankLast
+from crashcart.clock import parse_time
+from crashcart.errors import CrashCartError
+from crashcart.group import group_findings
+from crashcart.models import Citation, DiagnosisDocument, Evidence, Finding, Group, Topology
+from crashcart.reduce import reduce_offline
+from crashcart.report.document import RunFacts, build_document
+from crashcart.scan.findings import clock_context
+from crashcart.scan.run import Progress, ScanResult, scan
+from crashcart.settings import Settings
+from crashcart.store import Store
+from crashcart.topology import attribute, infer_topology
+from crashcart.verify import Verified, verify
+
+StageHook = Callable[[str], None]
+
+
+@dataclass
+class Outcome:
+    document: DiagnosisDocument
+    verified: Verified
+    findings: list[Finding]
+    groups: list[Group]
+    topology: Topology
+    citations: list[Citation]
+    stage_seconds: dict[str, float]
+
+
+@contextmanager
+def _stage(name: str, timings: dict[str, float], hook: StageHook | None) -> Iterator[None]:
+    if hook:
+        hook(name)
+    start = time.perf_counter()
+    try:
+        yield
+    except CrashCartError as exc:
+        exc.stage = exc.stage or name
+        raise
+    finally:
+        timings[name] = round(time.perf_counter() - start, 4)
+
+
+async def diagnose(
+    source: Path,
+    settings: Settings,
+    *,
+    job_id: str | None = None,
+    store: Store | None = None,
+    progress: Progress | None = None,
+    on_stage: StageHook | None = None,
+) -> Outcome:
+    """Diagnose one bundle with the offline engine; store the run when ``store`` is given."""
+    t: dict[str, float] = {}
+    start = time.perf_counter()
+    with _stage("ingest", t, on_stage):
+        bundle = await asyncio.to_thread(open_bundle, source, settings.work_dir, settings.bundle_limits)
+    try:
+        with _stage("scan", t, on_stage):
+            scanned = await asyncio.to_thread(scan, bundle, settings.scan, progress)
+        with _stage("topology", t, on_stage):
+            topo, findings, last = locate(bundle, scanned)
+        with _stage("group", t, on_stage):
+            groups = group_findings(findings)
+        with _stage("reduce", t, on_stage):
+            diagnosis = reduce_offline(groups, findings, topo, last)
+        with _stage("verify", t, on_stage):
+            registry = evidence_registry(findings, last)
+            verified = await asyncio.to_thread(verify, diagnosis, registry, bundle)
+        with _stage("report", t, on_stage):
+            sha = await asyncio.to_thread(fingerprint, bundle, scanned)
+            facts = RunFacts(
+                incident_id=f"cc-{sha[:12]}",
+                job_id=job_id or (bundle.manifest.job_id if bundle.manifest else None),
+                engine="offline",
+                sha256=sha,
+                files=len(bundle.files),
+                bytes=sum(f.size for f in bundle.files),
+                lines=scanned.lines,
+                findings=len(findings),
+                groups=len(groups),
+                seconds=time.perf_counter() - start,
+                skipped=[*bundle.skipped, *scanned.failures],
+                unaligned=unaligned_clocks(bundle, findings),
+                matcher=scanned.matcher,
+            )
+            document = build_document(verified, topo, facts)
+        citations = list(verified.citations.values())
+        if store is not None:
+            with _stage("store", t, on_stage):
+                await asyncio.to_thread(
+                    store.save,
+                    document,
+                    source=str(source),
+                    files=bundle.files,
+                    findings=findings,
+                    groups=groups,
+                    citations=citations,
+                )
+    finally:
+        bundle.close()
+    return Outcome(document, verified, findings, groups, topo, citations, t)
+
+
+def locate(bundle: Bundle, scanned: ScanResult) -> tuple[Topology, list[Finding], dict[int, RankLast]]:
+    """Topology from the logs, findings attributed to rank/node/GPU, and each rank's last line."""
+    topo = infer_topology(bundle.files, scanned.findings, bundle.manifest)
+    findings = attribute(scanned.findings, topo)
+    return topo, findings, last_lines(bundle, scanned, findings)
+
+
+def last_lines(bundle: Bundle, scanned: ScanResult, findings: list[Finding]) -> dict[int, RankLast]:
+    """Per rank: the last non-empty line it wrote (as Evidence) and the latest time it showed."""
+    out: dict[int, RankLast] = {}
+    counter = 0
+    for bf in bundle.files:
+        if bf.kind not in {"rank_log", "combined_log", "log"}:
+            continue
+        ctx = clock_context(bundle, bf)
+        for n, text in reversed(scanned.tails.get(bf.path, [])):
+            if not text.strip():
+                continue
+            p = prefix.split_prefix(text)
+            rank = p.rank if p.rank is not None else bf.rank
+            if rank is None:
+                continue
+            rl = out.get(rank)
+            parsed = parse_time(text, ctx)
+            if rl is None:
+                counter += 1
+                ev = Evidence(id=f"L{counter:05d}", file=bf.path, line=n, text=text)
+                out[rank] = RankLast(evidence=ev, time=parsed.time if parsed else None)
+            elif rl.time is None and parsed is not None and parsed.time is not None:
+                rl.time = parsed.time
+    for f in findings:
+        if f.rank is None or f.time is None:
+            continue
+        rl = out.setdefault(f.rank, RankLast(evidence=None, time=None))
+        if rl.time is None or f.time > rl.time:
+            rl.time = f.time
+    return out
+
+
+def evidence_registry(findings: list[Finding], last: dict[int, RankLast]) -> dict[str, Evidence]:
+    reg = {ev.id: ev for f in findings for ev in f.evidence}
+    reg.update({rl.evidence.id: rl.evidence for rl in last.values() if rl.evidence is not None})
+    return reg
+
+
+def fingerprint(bundle: Bundle, scanned: ScanResult) -> str:
+    """sha256 over (path, content sha256) of every analysed file, so the archive format does not matter."""
+    h = hashlib.sha256()
+    for bf in sorted(bundle.files, key=lambda f: f.path):
+        fs = scanned.scans.get(bf.path)
+        digest = fs.sha256 if fs is not None and fs.sha256 else _sha_file(bundle.physical(bf.path))
+        h.update(f"{bf.path}\0{digest}\n".encode())
+    return h.hexdigest()
+
+
+def _sha_file(path: Path | None) -> str:
+    if path is None:
+        return ""
+    h = hashlib.sha256()
+    with path.open("rb") as fh:
+        while block := fh.read(1024 * 1024):
+            h.update(block)
+    return h.hexdigest()
+
+
+def unaligned_clocks(bundle: Bundle, findings: list[Finding]) -> list[str]:
+    """Files whose findings could not be placed on the common clock (kept in file order instead)."""
+    untimed: dict[str, int] = {}
+    for f in findings:
+        if f.time is None and f.role != "context":
+            untimed[f.evidence[0].file] = untimed.get(f.evidence[0].file, 0) + 1
+    out = []
+    for bf in bundle.files:
+        if bf.kind in SCANNED_KINDS and bf.path in untimed:
+            out.append(f"{bf.path} ({bf.clock.replace('_', ' ')}{'; no boot time' if bf.clock == 'boot_relative' else ''})")
+    return out

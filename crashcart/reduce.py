@@ -1,0 +1,277 @@
+"""Reduce stage (offline engine): groups and findings -> one Diagnosis citing evidence ids.
+
+Input: groups, findings, topology, each rank's last line. Output: ``Diagnosis`` with the root cause
+(or ``unknown`` with ranked hypotheses), the symptoms it explains, and a timeline. Deterministic:
+the same bundle gives the same answer. Confidence is capped by code when evidence is thin. Pure.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from datetime import datetime
+
+from crashcart.causal import Candidate, Picture, RankLast, candidates, picture, score, versions
+from crashcart.models import Claim, Culprit, Diagnosis, Finding, Group, Hypothesis, TimelineEntry, Topology
+from crashcart.scan.catalogue import load_catalogue
+
+MIN_SCORE = 30.0
+MAX_TIMELINE = 24
+
+
+def reduce_offline(
+    groups: list[Group], findings: list[Finding], topo: Topology, last: dict[int, RankLast]
+) -> Diagnosis:
+    """Decide the root cause; explain everything else as contributing factors or symptoms."""
+    pic = picture(findings, topo)
+    cands = candidates(groups, findings)
+    mismatch = versions(findings)
+    if mismatch is not None:
+        key, odd, evidence = mismatch
+        cands.append(Candidate("software_version_mismatch", evidence, []))
+    times = [c.time for c in cands if c.time is not None]
+    earliest = min(times) if times else None
+    for c in cands:
+        score(c, pic, topo, findings, last, earliest)
+    cands.sort(key=lambda c: (-c.score, c.time is None, c.time or datetime.max.astimezone(), c.class_id))
+    best = cands[0] if cands else None
+    if best is None or best.score < MIN_SCORE or best.generic and best.class_id == "unknown":
+        hang = _hang(pic, topo, findings, last)
+        if hang is not None and (best is None or best.score < MIN_SCORE + 20):
+            return _compose(hang, cands, groups, findings, topo, pic, last)
+        return _unknown(cands, groups, findings, topo, pic)
+    return _compose(best, [c for c in cands if c is not best], groups, findings, topo, pic, last)
+
+
+def _hang(pic: Picture, topo: Topology, findings: list[Finding], last: dict[int, RankLast]) -> Candidate | None:
+    """No root line, but one rank is odd: it hung, lagged or issued another collective."""
+    if not pic.suspects or len(pic.suspects) > 2:
+        return None
+    cls = "collective_mismatch_desync" if pic.suspect_kind == "desync" else "rank_hang_or_missing_rank"
+    chosen: list[Finding] = []
+    for r in sorted(pic.suspects):
+        own = [f for f in findings if f.rank == r and f.class_id == "nccl_watchdog_timeout"]
+        chosen.extend(own[:2])
+        rl = last.get(r)
+        if rl is not None and rl.evidence is not None and pic.suspect_kind == "missing":
+            chosen.append(
+                Finding(
+                    id=f"last-{r}",
+                    class_id=cls,
+                    signature="reduce.last_line",
+                    role="root_candidate",
+                    severity="P1",
+                    summary=f"rank {r} wrote its last line here",
+                    time=rl.time,
+                    rank=r,
+                    node=topo.ranks[r].node if r in topo.ranks else None,
+                    evidence=[rl.evidence],
+                )
+            )
+    if not chosen:
+        return None
+    c = Candidate(cls, chosen, [], score=MIN_SCORE + 10)
+    c.reasons.append("; ".join(f"rank {r} {why}" for r, why in sorted(pic.suspects.items())))
+    return c
+
+
+def _culprit(c: Candidate, topo: Topology) -> Culprit:
+    first = c.first
+    nodes = c.nodes
+    node = first.node if len(nodes) <= 1 or len(nodes) * 3 <= max(len(topo.nodes), 1) else None
+    ranks = c.ranks
+    rank = first.rank if first.rank is not None and len(ranks) <= 2 else None
+    gpu = first.gpu
+    if gpu is None and rank is not None and rank in topo.ranks and first.node == topo.ranks[rank].node:
+        gpu = None  # a rank's GPU is only named when a line names it; see _support
+    if rank is None and node and gpu:
+        rank = next((r for r, i in topo.ranks.items() if i.node == node and i.gpu == gpu), None)
+    if node is None and rank is not None and rank in topo.ranks and len(nodes) <= 1:
+        node = topo.ranks[rank].node
+    return Culprit(node=node, rank=rank, gpu=gpu)
+
+
+def _support(culprit: Culprit, c: Candidate, findings: list[Finding]) -> list[str]:
+    """Evidence ids of context lines that tie the culprit rank to its node and GPU (NCCL init)."""
+    if culprit.rank is None:
+        return []
+    for f in findings:
+        if f.role == "context" and f.rank == culprit.rank and f.fields.get("host") and (
+            f.fields.get("busid") or f.fields.get("pci") or culprit.gpu is None
+        ):
+            return [f.evidence[0].id]
+    return []
+
+
+def _when(t: datetime | None) -> str:
+    return f" at {t:%H:%M:%S} UTC" if t is not None else ""
+
+
+def _summary(c: Candidate, culprit: Culprit) -> str:
+    cat = load_catalogue()
+    where = []
+    if culprit.node:
+        where.append(f"node {culprit.node}")
+    extra = [x for x in (f"rank {culprit.rank}" if culprit.rank is not None else "", f"GPU {culprit.gpu}" if culprit.gpu else "") if x]
+    place = " on " + where[0] if where else ""
+    if extra:
+        place += f" ({', '.join(extra)})" if where else " on " + ", ".join(extra)
+    return f"{cat.class_title(c.class_id)}{place}{_when(c.time)}: {c.first.summary}"
+
+
+def _compose(
+    root: Candidate,
+    others: list[Candidate],
+    groups: list[Group],
+    findings: list[Finding],
+    topo: Topology,
+    pic: Picture,
+    last: dict[int, RankLast],
+) -> Diagnosis:
+    culprit = _culprit(root, topo)
+    first = root.first
+    root_ids = [ev.id for ev in first.evidence]
+    for f in root.findings:  # one more exemplar from another source, if any
+        if f is not first and f.evidence[0].file != first.evidence[0].file and len(root_ids) < 4:
+            root_ids.append(f.evidence[0].id)
+    root_ids += [i for i in _support(culprit, root, findings) if i not in root_ids]
+    explained_nodes = root.nodes | ({culprit.node} if culprit.node else set())
+    contributing: list[Claim] = []
+    hypotheses: list[Hypothesis] = []
+    for c in others:
+        same_place = bool(c.nodes & explained_nodes) or bool(c.ranks & root.ranks)
+        later = c.time is not None and root.time is not None and c.time >= root.time
+        if same_place and (later or c.time is None):
+            contributing.append(_claim(c.class_id, c.first.summary + " (explained by the root cause)", c))
+        else:
+            why = "; ".join(c.penalties) or f"scored {c.score:.0f} vs {root.score:.0f}"
+            hypotheses.append(Hypothesis(class_id=c.class_id, score=round(c.score, 1), why_not=why, evidence_ids=[c.first.evidence[0].id]))
+    conf = _confidence(root, others, pic, culprit)
+    return Diagnosis(
+        root_class=root.class_id,
+        summary=_summary(root, culprit),
+        culprit=culprit,
+        time=root.time,
+        confidence=conf,
+        root_evidence=root_ids,
+        contributing=contributing[:10],
+        symptoms=_symptoms(groups, exclude={root.class_id}),
+        hypotheses=hypotheses[:6],
+        timeline=_timeline(root, groups),
+        reasoning=[*root.reasons, *(f"against: {p}" for p in root.penalties), *pic.notes],
+    )
+
+
+def _unknown(
+    cands: list[Candidate], groups: list[Group], findings: list[Finding], topo: Topology, pic: Picture
+) -> Diagnosis:
+    hyps = [
+        Hypothesis(
+            class_id=c.class_id,
+            score=round(c.score, 1),
+            why_not="; ".join(c.penalties) or "evidence not decisive",
+            evidence_ids=[c.first.evidence[0].id],
+        )
+        for c in cands[:6]
+    ]
+    reasons = list(pic.notes)
+    if any(f.class_id == "unknown" and "kill" in f.signature for f in findings):
+        reasons.append("a process was SIGKILLed but no kernel or cgroup OOM line says why (could be OOM, scheduler, user)")
+        if not any(h.class_id == "host_oom_kill" for h in hyps):
+            hyps.insert(0, Hypothesis(class_id="host_oom_kill", score=0.0, why_not="no OOM-killer line in the bundle"))
+    if not cands:
+        reasons.append("no line in the bundle names a cause; only symptoms were found")
+    clue = cands[0].first.evidence[0].id if cands else None
+    return Diagnosis(
+        root_class="unknown",
+        summary="Root cause not established: "
+        + ("the evidence is not decisive" if cands else "only symptoms were found")
+        + (f" (first unexplained error{_when(cands[0].time)}: {cands[0].first.summary})" if cands else ""),
+        culprit=Culprit(),
+        time=None,
+        confidence=0.2 if cands else 0.1,
+        root_evidence=[clue] if clue else [],
+        contributing=[],
+        symptoms=_symptoms(groups, exclude=set()),
+        hypotheses=hyps,
+        timeline=_timeline(None, groups),
+        reasoning=reasons,
+    )
+
+
+def _confidence(root: Candidate, others: list[Candidate], pic: Picture, culprit: Culprit) -> float:
+    second = max((c.score for c in others), default=0.0)
+    conf = 0.5 + min(max(root.score - second, 0.0), 40.0) / 100.0
+    if any(r.startswith("corroborated") for r in root.reasons):
+        conf += 0.05
+    if pic.suspects and (root.ranks & pic.suspect_ranks):
+        conf += 0.05
+    if root.generic:
+        conf = min(conf, 0.6)
+    if all(f.source == "telemetry" for f in root.findings):
+        conf = min(conf, 0.7)
+    if len(root.findings) == 1 and not any(r.startswith("corroborated") for r in root.reasons):
+        conf = min(conf, 0.8)
+    if root.penalties:
+        conf = min(conf, 0.6)
+    return round(min(conf, 0.95), 2)
+
+
+def _claim(class_id: str, summary: str, c: Candidate) -> Claim:
+    return Claim(
+        class_id=class_id,
+        summary=summary,
+        evidence_ids=[c.first.evidence[0].id],
+        count=len(c.findings),
+        ranks=sorted(c.ranks),
+        nodes=sorted(c.nodes),
+        first_time=c.time,
+    )
+
+
+def _symptoms(groups: list[Group], exclude: set[str]) -> list[Claim]:
+    """Cascade and teardown groups, merged per class, biggest first."""
+    by_class: dict[str, list[Group]] = defaultdict(list)
+    for g in groups:
+        if g.role in {"cascade", "teardown", "confirmation"} and g.class_id not in exclude:
+            by_class[g.class_id].append(g)
+    cat = load_catalogue()
+    out: list[Claim] = []
+    for cls, gs in by_class.items():
+        ranks = sorted({r for g in gs for r in g.ranks})
+        nodes = sorted({n for g in gs for n in g.nodes})
+        count = sum(g.count for g in gs)
+        firsts = [g.first_time for g in gs if g.first_time]
+        lasts = [g.last_time for g in gs if g.last_time]
+        who = f"{len(ranks)} ranks" if ranks else f"{len(nodes)} nodes" if nodes else f"{count} lines"
+        span = ""
+        if firsts and lasts:
+            span = f", {min(firsts):%H:%M:%S}–{max(lasts):%H:%M:%S}"
+        out.append(
+            Claim(
+                class_id=cls,
+                summary=f"{who}: {cat.class_title(cls)}{span}",
+                evidence_ids=[gs[0].exemplar.id],
+                count=count,
+                ranks=ranks,
+                nodes=nodes,
+                first_time=min(firsts) if firsts else None,
+                last_time=max(lasts) if lasts else None,
+            )
+        )
+    out.sort(key=lambda c: (-c.count, c.class_id))
+    return out
+
+
+def _timeline(root: Candidate | None, groups: list[Group]) -> list[TimelineEntry]:
+    entries: list[TimelineEntry] = []
+    if root is not None:
+        entries.append(TimelineEntry(time=root.time, evidence_id=root.first.evidence[0].id, role="root_candidate", class_id=root.class_id))
+    seen = {e.evidence_id for e in entries}
+    for g in groups:
+        if g.exemplar.id in seen:
+            continue
+        seen.add(g.exemplar.id)
+        entries.append(TimelineEntry(time=g.first_time, evidence_id=g.exemplar.id, role=g.role, class_id=g.class_id))
+    timed = sorted((e for e in entries if e.time is not None), key=lambda e: e.time)  # type: ignore[arg-type, return-value]
+    untimed = [e for e in entries if e.time is None]
+    return (timed + untimed)[:MAX_TIMELINE]

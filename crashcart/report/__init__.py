@@ -1,0 +1,1 @@
+"""Report stage: diagnosis document, terminal rendering (postmortem, runbook and timeline come later)."""

@@ -1,0 +1,137 @@
+"""Report stage: a verified diagnosis -> the ``diagnosis.json`` document (DESIGN §4.2).
+
+Input: ``Verified``, groups, topology, scan statistics. Output: ``DiagnosisDocument``. Only
+citations that verified are marked ``verified: true``; the rest keep their failure status. Pure.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from crashcart.clock import to_iso
+from crashcart.models import (
+    Citation,
+    DiagnosisDocument,
+    DocBundle,
+    DocCitation,
+    DocContributing,
+    DocCulprit,
+    DocHypothesis,
+    DocRootCause,
+    DocRunbook,
+    DocStats,
+    DocSymptom,
+    DocTimelineEntry,
+    SkippedFile,
+    Topology,
+)
+from crashcart.scan.catalogue import load_catalogue
+from crashcart.verify import Verified
+
+
+@dataclass(frozen=True)
+class RunFacts:
+    incident_id: str
+    job_id: str | None
+    engine: str
+    sha256: str
+    files: int
+    bytes: int
+    lines: int
+    findings: int
+    groups: int
+    seconds: float
+    skipped: list[SkippedFile]
+    unaligned: list[str]
+    matcher: str
+
+
+def _cite(c: Citation) -> DocCitation:
+    return DocCitation(file=c.file, line=c.line, end_line=c.end_line, text=c.text, verified=c.verified, status=c.status)
+
+
+def build_document(v: Verified, topo: Topology, facts: RunFacts) -> DiagnosisDocument:
+    d = v.diagnosis
+    cites = v.citations
+
+    def many(ids: list[str]) -> list[DocCitation]:
+        return [_cite(cites[i]) for i in ids if i in cites]
+
+    severity = None
+    if d.root_class != "unknown":
+        info = load_catalogue().classes.get(d.root_class)
+        severity = info.severity if info else None
+    return DiagnosisDocument.model_validate(
+        {
+            "incident_id": facts.incident_id,
+            "job_id": facts.job_id,
+            "engine": facts.engine,
+            "bundle": DocBundle(sha256=facts.sha256, files=facts.files, bytes=facts.bytes),
+            "root_cause": DocRootCause.model_validate(
+                {
+                    "class": d.root_class,
+                    "summary": d.summary,
+                    "culprit": DocCulprit(node=d.culprit.node, rank=d.culprit.rank, gpu=d.culprit.gpu),
+                    "time": to_iso(d.time),
+                    "confidence": d.confidence,
+                    "citations": many(d.root_evidence),
+                    "severity": severity,
+                }
+            ),
+            "contributing": [
+                DocContributing.model_validate({"class": c.class_id, "summary": c.summary, "citations": many(c.evidence_ids)})
+                for c in d.contributing
+            ],
+            "symptoms": [
+                DocSymptom.model_validate(
+                    {
+                        "class": c.class_id,
+                        "summary": c.summary,
+                        "count": c.count,
+                        "ranks": c.ranks,
+                        "nodes": c.nodes,
+                        "first_time": to_iso(c.first_time),
+                        "last_time": to_iso(c.last_time),
+                        "citations": many(c.evidence_ids),
+                    }
+                )
+                for c in d.symptoms
+            ],
+            "hypotheses": [
+                DocHypothesis.model_validate({"class": h.class_id, "score": h.score, "why_not": h.why_not})
+                for h in d.hypotheses
+            ],
+            "timeline": [
+                DocTimelineEntry.model_validate(
+                    {
+                        "time": to_iso(t.time),
+                        "file": cites[t.evidence_id].file,
+                        "line": cites[t.evidence_id].line,
+                        "text": cites[t.evidence_id].text.split("\n")[0],
+                        "role": t.role,
+                        "class": t.class_id,
+                    }
+                )
+                for t in d.timeline
+                if t.evidence_id in cites and cites[t.evidence_id].verified
+            ],
+            "runbook": DocRunbook(steps=[]),
+            "stats": DocStats(
+                files=facts.files,
+                lines=facts.lines,
+                bytes=facts.bytes,
+                findings=facts.findings,
+                groups=facts.groups,
+                seconds=round(facts.seconds, 3),
+                citations_dropped=v.citations_dropped,
+                skipped_files=facts.skipped,
+                unaligned_clocks=facts.unaligned,
+                matcher=facts.matcher,
+            ),
+            "topology": {
+                str(r): {"node": i.node, "gpu": i.gpu, "local_rank": i.local_rank} for r, i in sorted(topo.ranks.items())
+            },
+            "reasoning": [*d.reasoning, *v.notes],
+            "partial": d.partial,
+        }
+    )

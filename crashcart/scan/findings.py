@@ -1,0 +1,299 @@
+"""Turn matcher hits into Findings: fields, time, rank/node/GPU, and multi-line blocks (tracebacks).
+
+Input: a ``FileScan`` of one file plus the bundle (to read lines back). Output: Findings whose
+Evidence text is the canonical text of the cited lines. Pure apart from reading bundle lines.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import datetime
+
+from crashcart import clock, prefix
+from crashcart.bundle import Bundle, canonical_line
+from crashcart.gpuid import canonical_pci
+from crashcart.models import BundleFile, Evidence, Finding
+from crashcart.scan.catalogue import Catalogue, Signature
+from crashcart.scan.reader import FileScan
+
+_TB_HEADERS = ("Traceback (most recent call last)", "During handling of", "The above exception")
+_EXC_LINE = re.compile(r"^(?P<exception>[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Failure|Warning)?)(?::\s?(?P<message>.*))?$")
+_SUMMARY_FIELD = re.compile(r"^\s*(?P<key>time|host|rank|exitcode|error_file|traceback)\s*:\s*(?P<value>.*)$")
+_RANK_LOCAL = re.compile(r"(?P<rank>-?\d+)\s*\(local_rank:\s*(?P<local_rank>\d+)\)")
+_EXIT_PID = re.compile(r"(?P<exitcode>-?\d+)\s*(?:\(pid:\s*(?P<pid>\d+)\))?")
+
+
+@dataclass
+class IdSource:
+    """Deterministic ids: F0001.. for findings, E00001.. for evidence."""
+
+    findings: int = 0
+    evidence: int = 0
+
+    def finding(self) -> str:
+        self.findings += 1
+        return f"F{self.findings:04d}"
+
+    def evidence_id(self) -> str:
+        self.evidence += 1
+        return f"E{self.evidence:05d}"
+
+
+def clock_context(bundle: Bundle, bf: BundleFile) -> clock.ClockContext:
+    boot = None
+    if bundle.manifest is not None:
+        for node in bundle.manifest.nodes:
+            if node.host == bf.host or (node.kernel_log is not None and node.kernel_log == bf.path):
+                boot = node.boot_time
+    reference = bundle.manifest.collected_at if bundle.manifest else None
+    return clock.ClockContext(year=bundle.year, reference=reference, boot_time=boot)
+
+
+def build_findings(
+    cat: Catalogue, bundle: Bundle, bf: BundleFile, fs: FileScan, ids: IdSource, *, cap: int, tb_max: int
+) -> tuple[list[Finding], str | None]:
+    """Findings of one file, in line order, plus a note when some hits were not itemised."""
+    ctx = clock_context(bundle, bf)
+    per_line: dict[int, list[tuple[int, bytes | None]]] = defaultdict(list)
+    for sig, line, raw in fs.hits:
+        s = cat.signatures[sig]
+        if s.kinds and bf.kind not in s.kinds:
+            continue
+        per_line[line].append((sig, raw))
+    chosen: list[tuple[int, int, bytes | None]] = []
+    for line in sorted(per_line):
+        cands = per_line[line]
+        ctx_hits = [c for c in cands if cat.signatures[c[0]].role == "context"]
+        fail = [c for c in cands if cat.signatures[c[0]].role != "context"]
+        if fail:
+            best = max(fail, key=lambda c: (cat.signatures[c[0]].priority, -c[0]))
+            chosen.append((best[0], line, best[1]))
+        chosen.extend((c[0], line, c[1]) for c in ctx_hits)
+    chosen, dropped = _cap(chosen, cap)
+    note = f"{dropped} repetitive matched lines not itemised" if dropped else None
+
+    findings: list[Finding] = []
+    consumed: set[int] = set()  # exception lines merged into a traceback finding
+    by_line = {(line, sig): raw for sig, line, raw in chosen}
+    for sig, line, raw in chosen:
+        if line in consumed and cat.signatures[sig].role != "context":
+            continue
+        text = canonical_line(raw, bundle.limits.max_line_bytes) if raw is not None else _read1(bundle, bf.path, line)
+        if text is None:
+            continue
+        s = cat.signatures[sig]
+        fields = cat.extract(sig, text)
+        if fields is None:
+            continue  # the fast matcher and the line regex disagree (e.g. a match across lines)
+        evidence = [Evidence(id="", file=bf.path, line=line, text=text)]
+        if s.block == "traceback":
+            tb = _traceback(cat, bundle, bf, line, tb_max, by_line)
+            if tb is None:
+                continue
+            evidence, s, fields, exc_line = tb
+            consumed.add(exc_line)
+        elif s.block == "torchrun_summary":
+            fields = {**_torchrun_block(bundle, bf.path, line), **fields}
+        findings.append(_make_finding(cat, s, sig, bf, text, fields, evidence, ctx, ids))
+    return findings, note
+
+
+def _cap(
+    chosen: list[tuple[int, int, bytes | None]], cap: int
+) -> tuple[list[tuple[int, int, bytes | None]], int]:
+    counts: dict[int, int] = defaultdict(int)
+    for sig, _, _ in chosen:
+        counts[sig] += 1
+    over = {s for s, n in counts.items() if n > cap}
+    if not over:
+        return chosen, 0
+    seen: dict[int, int] = defaultdict(int)
+    kept: list[tuple[int, int, bytes | None]] = []
+    dropped = 0
+    half = cap // 2
+    for item in chosen:
+        sig = item[0]
+        seen[sig] += 1
+        if sig in over and half < seen[sig] <= counts[sig] - half:
+            dropped += 1
+            continue
+        kept.append(item)
+    return kept, dropped
+
+
+def _read1(bundle: Bundle, path: str, line: int) -> str | None:
+    got = bundle.read_lines(path, line)
+    return got[0] if got else None
+
+
+def _make_finding(
+    cat: Catalogue,
+    s: Signature,
+    sig: int,
+    bf: BundleFile,
+    text: str,
+    fields: dict[str, str],
+    evidence: list[Evidence],
+    ctx: clock.ClockContext,
+    ids: IdSource,
+) -> Finding:
+    class_id, role, severity = s.class_id, s.role, s.severity
+    if class_id in {"xid", "sxid"}:
+        code = fields.get("xid" if class_id == "xid" else "sxid", "")
+        info = cat.xid_info(int(code)) if code.isdigit() and class_id == "xid" else None
+        if class_id == "sxid":
+            info = cat.sxids.get(int(code)) if code.isdigit() else None
+            class_id = info.class_id if info else "nvswitch_fabric_manager_error"
+        if info is not None:
+            class_id, role, severity = info.class_id, info.role, info.severity
+            fields = {**fields, "mnemonic": info.mnemonic}
+    pre = prefix.split_prefix(text)
+    parsed = clock.parse_time(text, ctx)
+    rank = _int(fields.get("rank"))
+    if rank is None:
+        rank = pre.rank if pre.rank is not None else bf.rank
+    node = fields.get("host") or fields.get("node") or bf.host or pre.host
+    gpu = None
+    for key in ("pci", "busid"):
+        if fields.get(key):
+            gpu = canonical_pci(fields[key])
+            if gpu:
+                break
+    numbered = [ev.model_copy(update={"id": ids.evidence_id()}) for ev in evidence]
+    if parsed is not None:
+        fields = {**fields, "_clock": parsed.kind}
+    return Finding(
+        id=ids.finding(),
+        class_id=class_id,
+        signature=s.id,
+        role=role,
+        severity=severity,
+        summary=cat.summarize(sig, fields),
+        time=parsed.time if parsed else None,
+        rank=rank,
+        node=node,
+        gpu=gpu,
+        fields=fields,
+        evidence=numbered,
+        source="rule",
+    )
+
+
+def _int(value: str | None) -> int | None:
+    if value is None:
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        return None
+
+
+def _traceback(
+    cat: Catalogue,
+    bundle: Bundle,
+    bf: BundleFile,
+    start: int,
+    max_lines: int,
+    hits: dict[tuple[int, int], bytes | None],
+) -> tuple[list[Evidence], Signature, dict[str, str], int] | None:
+    """Follow a traceback from ``start`` to its final exception line (same rank prefix only)."""
+    lines = bundle.read_lines(bf.path, start, start + max_lines)
+    if not lines:
+        return None
+    want = prefix.split_prefix(lines[0]).rank
+    body_seen = False
+    pending: int | None = None
+    exc_at: int | None = None
+    for offset, text in enumerate(lines[1:], start=1):
+        p = prefix.split_prefix(text)
+        if p.rank != want:
+            continue  # another rank's line interleaved in a combined log
+        body = line_body(p.rest)
+        if pending is not None:
+            if not body.strip():
+                continue
+            if body.startswith(_TB_HEADERS[1:]):
+                pending = None  # a chained exception follows; keep going to the last one
+                continue
+            exc_at = pending
+            break
+        if body.startswith((" ", "\t")):
+            body_seen = body_seen or body.lstrip().startswith("File ")
+        elif body.startswith(_TB_HEADERS) or not body.strip():
+            continue
+        elif body_seen:
+            pending = offset
+        else:
+            return None
+    if exc_at is None:
+        exc_at = pending
+    if exc_at is None:
+        return None
+    exc_line_no = start + exc_at
+    exc_text = lines[exc_at]
+    m = _EXC_LINE.match(line_body(prefix.split_prefix(exc_text).rest))
+    fields = {"exception": m.group("exception"), "message": (m.group("message") or "")[:300]} if m else {}
+    sig_obj = _generic_traceback_sig(cat)
+    for idx, s in enumerate(cat.signatures):
+        if (exc_line_no, idx) in hits and s.role != "context" and not s.id.startswith("generic."):
+            extra = cat.extract(idx, exc_text)
+            if extra is not None:
+                sig_obj, fields = s, {**fields, **extra}
+                break
+    evidence = [
+        Evidence(id="", file=bf.path, line=exc_line_no, text=exc_text),
+        Evidence(id="", file=bf.path, line=start, end_line=exc_line_no, text="\n".join(lines[: exc_at + 1])),
+    ]
+    return evidence, sig_obj, fields, exc_line_no
+
+
+def line_body(rest: str) -> str:
+    """The message of a line once prefixes are gone: unwraps JSON-lines pod logs (``"log"`` field)."""
+    if rest.startswith("{") and ('"log"' in rest or '"message"' in rest or '"msg"' in rest):
+        try:
+            obj = json.loads(rest)
+        except ValueError:
+            return rest
+        if isinstance(obj, dict):
+            for key in ("log", "message", "msg"):
+                value = obj.get(key)
+                if isinstance(value, str):
+                    return value.rstrip("\n")
+    return rest
+
+
+def _generic_traceback_sig(cat: Catalogue) -> Signature:
+    for s in cat.signatures:
+        if s.block == "traceback":
+            return s
+    raise LookupError("catalogue has no traceback signature")
+
+
+def _torchrun_block(bundle: Bundle, path: str, line: int) -> dict[str, str]:
+    """Fields of a torchelastic failure summary block starting at ``line``."""
+    out: dict[str, str] = {}
+    for text in bundle.read_lines(path, line + 1, line + 14):
+        m = _SUMMARY_FIELD.match(prefix.split_prefix(text).rest)
+        if not m:
+            continue
+        key, value = m.group("key"), m.group("value").strip()
+        if key == "rank" and (rl := _RANK_LOCAL.match(value)):
+            out.setdefault("rank", rl.group("rank"))
+            out.setdefault("local_rank", rl.group("local_rank"))
+        elif key == "exitcode" and (ep := _EXIT_PID.match(value)):
+            out.setdefault("exitcode", ep.group("exitcode"))
+            if ep.group("pid"):
+                out.setdefault("pid", ep.group("pid"))
+        elif key == "host":
+            out.setdefault("host", value)
+        elif key == "time":
+            out.setdefault("failure_time", value)
+    return out
+
+
+def first_time(findings: list[Finding]) -> datetime | None:
+    times = [f.time for f in findings if f.time is not None]
+    return min(times) if times else None

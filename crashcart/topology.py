@@ -1,0 +1,98 @@
+"""Infer the job's shape (rank -> node -> GPU) from the logs themselves and the optional manifest.
+
+Input: classified bundle files, scan findings (NCCL init lines, torchrun summaries carry facts as
+fields), the manifest. Output: ``Topology`` and findings with their missing node/rank/GPU filled in
+where the mapping is established by the bundle. Pure.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+
+from crashcart.bundle import Manifest
+from crashcart.gpuid import canonical_pci
+from crashcart.models import BundleFile, Finding, RankInfo, Topology
+
+
+def infer_topology(files: list[BundleFile], findings: list[Finding], manifest: Manifest | None) -> Topology:
+    """Vote on rank -> host and rank -> GPU from every source; the majority wins, manifest first."""
+    hosts: dict[int, Counter[str]] = defaultdict(Counter)
+    gpus: dict[int, Counter[str]] = defaultdict(Counter)
+    local: dict[int, Counter[int]] = defaultdict(Counter)
+    rank_files: dict[int, set[str]] = defaultdict(set)
+    sources: set[str] = set()
+    nranks = [int(f.fields["nranks"]) for f in findings if f.fields.get("nranks", "").isdigit()]
+    world = max(nranks) if nranks else None
+
+    if manifest is not None and manifest.rank_map:
+        for rank, host in manifest.rank_map.items():
+            hosts[rank][host] += 100
+        sources.add("manifest rank_map")
+    for bf in files:
+        if bf.rank is not None:
+            rank_files[bf.rank].add(bf.path)
+            if bf.host:
+                hosts[bf.rank][bf.host] += 3
+                sources.add("file paths")
+    for f in findings:
+        if f.role != "context" or f.rank is None:
+            continue
+        comm = f.fields.get("nranks", "")
+        if comm.isdigit() and world is not None and int(comm) != world:
+            continue  # a sub-communicator: its ranks are not global ranks
+        host = f.fields.get("host")
+        if host:
+            hosts[f.rank][host] += 5
+            sources.add("NCCL init lines" if "nranks" in f.fields else "torchrun summaries")
+        pci = canonical_pci(f.fields.get("busid", "") or f.fields.get("pci", ""))
+        if pci:
+            gpus[f.rank][pci] += 5
+        lr = f.fields.get("local_rank") or f.fields.get("cudadev")
+        if lr and lr.isdigit():
+            local[f.rank][int(lr)] += 1
+        for ev in f.evidence:
+            rank_files[f.rank].add(ev.file)
+
+    all_ranks = set(hosts) | set(gpus) | set(rank_files)
+    for f in findings:
+        if f.rank is not None and f.rank >= 0:
+            all_ranks.add(f.rank)
+    ranks: dict[int, RankInfo] = {}
+    for r in sorted(all_ranks):
+        if r < 0 or (world is not None and r >= world):
+            continue
+        ranks[r] = RankInfo(
+            rank=r,
+            node=hosts[r].most_common(1)[0][0] if hosts[r] else None,
+            gpu=gpus[r].most_common(1)[0][0] if gpus[r] else None,
+            local_rank=local[r].most_common(1)[0][0] if local[r] else None,
+            files=sorted(rank_files[r])[:8],
+        )
+    nodes = sorted({i.node for i in ranks.values() if i.node} | {bf.host for bf in files if bf.host})
+    if manifest is not None:
+        nodes = sorted(set(nodes) | {n.host for n in manifest.nodes})
+    if world is None and ranks:
+        world = max(ranks) + 1
+    return Topology(world_size=world, ranks=ranks, nodes=nodes, sources=sorted(sources))
+
+
+def attribute(findings: list[Finding], topo: Topology) -> list[Finding]:
+    """Fill node from rank, and rank from (node, GPU), where the topology establishes them."""
+    by_node_gpu = {(i.node, i.gpu): r for r, i in topo.ranks.items() if i.node and i.gpu}
+    out: list[Finding] = []
+    for f in findings:
+        update: dict[str, object] = {}
+        info = topo.ranks.get(f.rank) if f.rank is not None else None
+        if f.node is None and info is not None and info.node:
+            update["node"] = info.node
+        if f.rank is None and f.node and f.gpu and (f.node, f.gpu) in by_node_gpu:
+            update["rank"] = by_node_gpu[(f.node, f.gpu)]
+        out.append(f.model_copy(update=update) if update else f)
+    return out
+
+
+def gpu_of(topo: Topology, rank: int | None) -> str | None:
+    if rank is None:
+        return None
+    info = topo.ranks.get(rank)
+    return info.gpu if info else None

@@ -1,0 +1,134 @@
+"""Verify stage: re-open the bundle and check every citation before anyone sees it.
+
+Input: a Diagnosis (evidence ids), the evidence registry, the Bundle. Output: ``Verified`` with a
+Citation per id (status ok / unknown_id / missing_file / line_out_of_range / text_mismatch), claims
+whose citations all fail dropped, and culprit fields that no verified root citation names removed.
+I/O: reads bundle lines.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from crashcart.bundle import Bundle
+from crashcart.gpuid import canonical_pci
+from crashcart.models import Citation, Claim, Culprit, Diagnosis, Evidence
+
+_PCI_TOKEN = re.compile(r"[0-9a-fA-F]{1,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}(?:\.[0-7])?|busId [0-9a-fA-F]+")
+
+
+@dataclass
+class Verified:
+    diagnosis: Diagnosis
+    citations: dict[str, Citation]
+    dropped: list[Claim] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def citations_dropped(self) -> int:
+        return sum(1 for c in self.citations.values() if not c.verified)
+
+
+def check(ev_id: str, registry: dict[str, Evidence], bundle: Bundle) -> Citation:
+    """One citation, checked against the bundle's bytes."""
+    ev = registry.get(ev_id)
+    if ev is None:
+        return Citation(evidence_id=ev_id, file="", line=1, text="", verified=False, status="unknown_id")
+    base = {"evidence_id": ev_id, "file": ev.file, "line": ev.line, "end_line": ev.end_line, "text": ev.text}
+    if bundle.physical(ev.file) is None:
+        return Citation(**base, verified=False, status="missing_file")
+    end = ev.end_line or ev.line
+    got = bundle.read_lines(ev.file, ev.line, end)
+    if len(got) != end - ev.line + 1:
+        return Citation(**base, verified=False, status="line_out_of_range")
+    if "\n".join(got) != ev.text:
+        return Citation(**base, verified=False, status="text_mismatch")
+    return Citation(**base, verified=True, status="ok")
+
+
+def verify(diag: Diagnosis, registry: dict[str, Evidence], bundle: Bundle) -> Verified:
+    """Check every cited id; fail closed on the root cause."""
+    ids = _all_ids(diag)
+    cites = {i: check(i, registry, bundle) for i in ids}
+    ok = {i for i, c in cites.items() if c.verified}
+    notes: list[str] = []
+    dropped: list[Claim] = []
+
+    def keep(claims: list[Claim]) -> list[Claim]:
+        kept = []
+        for c in claims:
+            good = [i for i in c.evidence_ids if i in ok]
+            if good:
+                kept.append(c.model_copy(update={"evidence_ids": good}))
+            else:
+                dropped.append(c)
+        return kept
+
+    root_ok = [i for i in diag.root_evidence if i in ok]
+    update: dict[str, object] = {
+        "contributing": keep(diag.contributing),
+        "symptoms": keep(diag.symptoms),
+        "hypotheses": [h.model_copy(update={"evidence_ids": [i for i in h.evidence_ids if i in ok]}) for h in diag.hypotheses],
+        "timeline": [t for t in diag.timeline if t.evidence_id in ok],
+        "root_evidence": root_ok,
+    }
+    if diag.root_class != "unknown" and not root_ok:
+        notes.append(f"the evidence for {diag.root_class} did not verify, so no root cause is claimed")
+        update.update(root_class="unknown", culprit=Culprit(), confidence=0.0, time=None,
+                      summary="Root cause not established: its evidence did not verify against the bundle")
+    else:
+        texts = [(registry[i].file, registry[i].text) for i in root_ok]
+        culprit, why = _proven_culprit(diag.culprit, texts)
+        notes.extend(why)
+        update["culprit"] = culprit
+    if dropped:
+        notes.append(f"{len(dropped)} claim(s) dropped: their citations did not verify")
+    return Verified(diagnosis=diag.model_copy(update=update), citations=cites, dropped=dropped, notes=notes)
+
+
+def _all_ids(diag: Diagnosis) -> list[str]:
+    ids: list[str] = list(diag.root_evidence)
+    for c in (*diag.contributing, *diag.symptoms):
+        ids.extend(c.evidence_ids)
+    for h in diag.hypotheses:
+        ids.extend(h.evidence_ids)
+    ids.extend(t.evidence_id for t in diag.timeline)
+    return list(dict.fromkeys(ids))
+
+
+def rank_named(rank: int, file: str, text: str) -> bool:
+    """Does this file path or line text name ``rank``?"""
+    r = str(rank)
+    pat = re.compile(
+        rf"(?:\brank[\s_:=-]*{r}\b|\[rank{r}\]|\brnk{r}\b|^\s*{r}: |\[\d+,{r}\]<|Rank {r}\b|rank\s*:\s*{r}\b)",
+        re.I | re.M,
+    )
+    return bool(pat.search(text) or pat.search(file.replace("/", " ")))
+
+
+def node_named(node: str, file: str, text: str) -> bool:
+    pat = re.compile(rf"(?<![\w.-]){re.escape(node)}(?![\w-])")
+    return bool(pat.search(text) or pat.search(file))
+
+
+def gpu_named(gpu: str, text: str) -> bool:
+    if gpu in text:
+        return True
+    return any(canonical_pci(tok.removeprefix("busId ")) == gpu for tok in _PCI_TOKEN.findall(text))
+
+
+def _proven_culprit(c: Culprit, texts: list[tuple[str, str]]) -> tuple[Culprit, list[str]]:
+    """Keep only the culprit fields that a verified root citation (its text or path) names."""
+    notes = []
+    node, rank, gpu = c.node, c.rank, c.gpu
+    if node and not any(node_named(node, f, t) for f, t in texts):
+        notes.append(f"culprit node {node} is not named in the verified evidence; not shown")
+        node = None
+    if rank is not None and not any(rank_named(rank, f, t) for f, t in texts):
+        notes.append(f"culprit rank {rank} is not named in the verified evidence; not shown")
+        rank = None
+    if gpu and not any(gpu_named(gpu, t) for _, t in texts):
+        notes.append(f"culprit GPU {gpu} is not named in the verified evidence; not shown")
+        gpu = None
+    return Culprit(node=node, rank=rank, gpu=gpu), notes
