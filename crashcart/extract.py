@@ -14,12 +14,14 @@ import os
 import re
 import shutil
 import stat
+import struct
 import tarfile
 import tempfile
 import time
 import zipfile
 import zlib
 from collections.abc import Callable
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Literal, Protocol
@@ -41,6 +43,8 @@ _DRIVE = re.compile(r"^[A-Za-z]:")
 _ZIP_METHODS = {zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED, zipfile.ZIP_BZIP2, zipfile.ZIP_LZMA}
 # Errors a decompressor or archive reader raises on bad input (gzip.BadGzipFile is an OSError).
 _READ_ERRORS = (OSError, EOFError, zlib.error, lzma.LZMAError, zipfile.BadZipFile)
+# zipfile also reports damaged headers as ValueError (bad UTF-8 names), struct.error or a negative seek.
+_ZIP_ERRORS = (*_READ_ERRORS, zipfile.LargeZipFile, ValueError, struct.error)
 
 NESTED = "nested archive (unpack it first)"
 SYMLINK = "symbolic link (links are not followed)"
@@ -107,20 +111,21 @@ def materialize(source: Path, work_dir: Path, limits: BundleLimits) -> Materiali
     """
     if not source.exists():
         raise BundleNotFound(f"{source} does not exist; check the path")
+    name = source.name or source.resolve().name or str(source)  # as the user named it (not a link target)
     source = source.resolve()
     if not (source.is_dir() or source.is_file()):
         raise BundleNotFound(f"{source} is not a regular file or directory; pass a bundle path")
-    b = _Builder(source, work_dir, limits)
+    b = _Builder(source, name, work_dir, limits)
     try:
         if source.is_dir():
             _walk_dir(b)
             return b.finish("dir")
-        kind, comp = _detect(source)
+        kind, comp = _detect(source, name)
         if kind == "file":
-            b.add_in_place(source.name, source, source.stat())
+            b.add_in_place(name, source, source.stat())
             return b.finish("file")
         if kind == "gz":
-            b.take_file_gz(source.name, source, None)
+            b.take_file_gz(name, source, None)
             return b.finish("file")
         b.packed = source.stat().st_size
         if b.packed == 0:
@@ -144,16 +149,18 @@ def materialize(source: Path, work_dir: Path, limits: BundleLimits) -> Materiali
 # --- detection ------------------------------------------------------------------------------------
 
 
-def _detect(source: Path) -> tuple[Literal["tar", "zip", "gz", "file"], _Compression | None]:
+def _detect(source: Path, label: str) -> tuple[Literal["tar", "zip", "gz", "file"], _Compression | None]:
     """Magic bytes first, then the name; a compressed file is a tar if its first block is a tar header."""
-    name = source.name.lower()
+    name = label.lower()
     try:
         with source.open("rb") as fh:
             head = fh.read(tarfile.BLOCKSIZE)
     except OSError as exc:
         raise BundleNotFound(f"cannot read {source}: {exc.strerror}; check its permissions") from exc
-    if head.startswith(_ZIP_MAGIC):
+    if head.startswith(_ZIP_MAGIC) or (not head and name.endswith(".zip")):
         return "zip", None
+    if not head and name.endswith(_TAR_SUFFIXES):
+        return "tar", None  # an empty archive file: EmptyBundle
     comp = _compression_of(head)
     if comp is None:
         if _is_tar_header(head) or name.endswith(".tar"):
@@ -161,7 +168,7 @@ def _detect(source: Path) -> tuple[Literal["tar", "zip", "gz", "file"], _Compres
         if name.endswith(".zip"):
             return "zip", None  # zipfile finds archives with a prefix (self-extracting), or says corrupt
         if head and name.endswith((*_TAR_SUFFIXES, ".gz")):
-            raise CorruptBundle(f"{source.name} is not compressed data; re-create it or fix its name")
+            raise CorruptBundle(f"{label} is not compressed data; re-create it or fix its name")
         return "file", None
     if name.endswith(_TAR_SUFFIXES):
         return "tar", comp
@@ -169,7 +176,7 @@ def _detect(source: Path) -> tuple[Literal["tar", "zip", "gz", "file"], _Compres
         with source.open("rb") as raw, _decompressor(raw, comp) as dec:
             peek = dec.read(tarfile.BLOCKSIZE)
     except _READ_ERRORS as exc:
-        raise CorruptBundle(f"{source.name} is truncated or corrupt: {_short(exc)}; re-create it") from exc
+        raise CorruptBundle(f"{label} is truncated or corrupt: {_short(exc)}; re-create it") from exc
     if _is_tar_header(peek):
         return "tar", comp
     return ("gz", None) if comp == "gz" else ("file", None)
@@ -259,6 +266,7 @@ def _human(n: float) -> str:
 @dataclass
 class _Builder:
     source: Path
+    label: str  # the source's name, used in every message
     work_dir: Path
     limits: BundleLimits
     packed: int | None = None  # compressed size of an archive source, for the global ratio cap
@@ -269,11 +277,7 @@ class _Builder:
     stream: int = 0  # bytes read out of the archive (decompressed stream, skipped entries included)
     expanded: int = 0  # bytes any decompressor produced
     _files: set[str] = field(default_factory=set)
-    _dirs: set[str] = field(default_factory=set)
-
-    @property
-    def label(self) -> str:
-        return self.source.name or str(self.source)
+    _dirs: set[str] = field(default_factory=set)  # parents of the files taken
 
     # caps
     def _count(self) -> None:
@@ -320,10 +324,6 @@ class _Builder:
     def skip(self, path: str, reason: str) -> None:
         self._count()
         self.skipped.append(SkippedFile(path=path, reason=reason))
-
-    def add_dir(self, path: str) -> None:
-        if path and path not in self._files:
-            self._dirs.update(_parents(path + "/x"))
 
     def _claim(self, path: str) -> bool:
         """Reserve ``path`` for a member; False (and a skip record) on a duplicate or a clash."""
@@ -438,7 +438,7 @@ class _Builder:
                     f"{self.label} has no file we can read ({len(self.skipped)} skipped, "
                     f"e.g. {first.path}: {first.reason})"
                 )
-            raise EmptyBundle(f"{self.label} holds no files; check you packed the right directory")
+            raise EmptyBundle(f"{self.label} holds no files; check it is the right bundle")
         self.members.sort(key=lambda m: m.path)
         self.skipped.sort(key=lambda s: s.path)
         return Materialized(self.source, kind, self.members, self.skipped, self.work)
@@ -540,29 +540,29 @@ def _mode_reason(mode: int) -> str:
 
 def _read_tar(b: _Builder, comp: _Compression | None) -> None:
     """Stream the tar once, front to back (mode "r|"); nothing is extracted by tarfile itself."""
-    with b.source.open("rb") as raw:
-        inner: _Reader = raw if comp is None else _decompressor(raw, comp)
+    with ExitStack() as stack:
+        raw = stack.enter_context(b.source.open("rb"))
+        inner: _Reader = raw if comp is None else stack.enter_context(_decompressor(raw, comp))
         stream = _Counted(inner, b.on_stream)
-        with tarfile.open(fileobj=stream, mode="r|") as tf:
-            for info in tf:
-                path = _bundle_path(info.name, b.label)
-                if not path or _excluded(path):
-                    continue
-                if info.isdir():
-                    b.add_dir(path)
-                elif not info.isreg():
-                    b.skip(path, _tar_reason(info))
-                elif _is_archive_name(path):
-                    b.skip(path, NESTED)
-                else:
-                    reader = tf.extractfile(info)
-                    if reader is None:  # pragma: no cover - isreg() members always have data
-                        b.skip(path, "unsupported archive entry type")
-                    elif _is_gz_name(path):
-                        b.take_gz(path, reader, info.size, float(info.mtime))
-                    else:
-                        b.copy(path, reader, info.size, float(info.mtime))
-        while stream.read(BLOCK):  # check the compressed stream's trailer (truncation, CRC)
+        tf = stack.enter_context(tarfile.open(fileobj=stream, mode="r|"))
+        while (info := tf.next()) is not None:
+            tf.members.clear()  # type: ignore[attr-defined]  # stream mode keeps every header otherwise
+            path = _bundle_path(info.name, b.label)
+            if not path or _excluded(path):
+                continue
+            if info.isdir():
+                continue  # directories are created for the files in them, never from their own entry
+            if not info.isreg():
+                b.skip(path, _tar_reason(info))
+            elif _is_archive_name(path):
+                b.skip(path, NESTED)
+            elif (reader := tf.extractfile(info)) is None:  # pragma: no cover - regular files have data
+                b.skip(path, "unsupported archive entry type")
+            elif _is_gz_name(path):
+                b.take_gz(path, reader, info.size, float(info.mtime))
+            else:
+                b.copy(path, reader, info.size, float(info.mtime))
+        while stream.read(BLOCK):  # read to the end: the compressed stream's trailer catches truncation
             pass
 
 
@@ -579,15 +579,20 @@ def _tar_reason(info: tarfile.TarInfo) -> str:
 
 
 def _read_zip(b: _Builder) -> None:
-    with zipfile.ZipFile(b.source) as zf:
+    """Walk the central directory; each entry is copied through a bounded, counted reader."""
+    try:
+        zf = zipfile.ZipFile(b.source)
+    except (*_ZIP_ERRORS, NotImplementedError) as exc:
+        raise _SourceCorrupt(_short(exc)) from exc
+    with zf:
         for info in zf.infolist():
             path = _bundle_path(info.filename, b.label)
             if not path or _excluded(path):
                 continue
             mode = info.external_attr >> 16
             if info.is_dir() or stat.S_ISDIR(mode):
-                b.add_dir(path)
-            elif stat.S_IFMT(mode) and not stat.S_ISREG(mode):
+                continue
+            if stat.S_IFMT(mode) and not stat.S_ISREG(mode):
                 b.skip(path, _mode_reason(mode))
             elif info.flag_bits & 0x1:
                 b.skip(path, "encrypted zip entry (passwords are not supported)")
@@ -596,13 +601,19 @@ def _read_zip(b: _Builder) -> None:
             elif _is_archive_name(path):
                 b.skip(path, NESTED)
             else:
-                with zf.open(info) as entry:
+                try:
+                    entry = zf.open(info)
+                except NotImplementedError as exc:  # patched data, strong encryption, newer zip versions
+                    b.skip(path, f"unsupported zip feature: {_short(exc)}")
+                    continue
+                except _ZIP_ERRORS as exc:
+                    raise _SourceCorrupt(_short(exc)) from exc
+                with entry:
                     reader = _Counted(entry, b.on_stream)
-                    mtime = _zip_mtime(info)
                     if _is_gz_name(path):
-                        b.take_gz(path, reader, info.compress_size, mtime)
+                        b.take_gz(path, reader, info.file_size, _zip_mtime(info))
                     else:
-                        b.copy(path, reader, info.file_size, mtime)
+                        b.copy(path, reader, info.file_size, _zip_mtime(info))
 
 
 def _zip_mtime(info: zipfile.ZipInfo) -> float | None:

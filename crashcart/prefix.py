@@ -26,6 +26,9 @@ class Prefix(NamedTuple):
 # Prefixes that may only come first (after leading whitespace).
 _SRUN = re.compile(r"[ \t]*(\d{1,6}): ")  # srun -l / --label: task id, space-padded
 _HOST = re.compile(r"[ \t]*([A-Za-z][A-Za-z0-9.-]{2,62}): ")  # pdsh / clush
+_IP_HOST = re.compile(
+    r"[ \t]*((?:25[0-5]|2[0-4]\d|1?\d?\d)(?:\.(?:25[0-5]|2[0-4]\d|1?\d?\d)){3}): "
+)  # pdsh -w 10.0.0.1
 _POD = re.compile(r"[ \t]*\[pod/([a-z0-9][a-z0-9.-]{0,252})/[a-z0-9-]+\] ")  # kubectl logs --prefix
 _RAY = re.compile(r"[ \t]*\([A-Za-z_][\w.]* pid=\d+(?:, ip=([0-9.]+|[0-9a-fA-F:]+))?\) ")  # Ray workers
 
@@ -76,6 +79,8 @@ def split_prefix(line: str) -> Prefix:
     Recognised: ``[rank27]:``, ``[default3]:[rank27]:``, ``27: `` (srun -l), ``[1,27]<stderr>:``
     (Open MPI), ``gpu-node-017: `` (pdsh), ``[pod/NAME/CONTAINER] `` (kubectl logs --prefix) and
     ``(Worker pid=1, ip=10.0.0.1) `` (Ray), e.g. ``0: [rank0]:``. ``rest == line[length:]``.
+    A bare ``27: `` is read as the global rank unless ``[defaultN]:`` follows it (torchrun under
+    srun, where the label counts nodes).
     """
     pos = 0
     rank: int | None = None
@@ -84,7 +89,7 @@ def split_prefix(line: str) -> Prefix:
     srun: int | None = None
     mpi: int | None = None
 
-    m = _POD.match(line) or _RAY.match(line)
+    m = _POD.match(line) or _RAY.match(line) or _IP_HOST.match(line)
     if m is not None:
         host = m.group(1)
         pos = m.end()

@@ -1,9 +1,8 @@
 """Store stage: keeps every diagnosis run in one SQLite file (sqlite-utils, WAL) and reads it back.
 
-Input: a ``DiagnosisDocument`` plus the files, findings, groups and citations behind it. Output:
-``IncidentSummary`` / ``StoredIncident``. Does file I/O; sync, so async callers use a thread.
-Schema changes are ordered ``MIGRATIONS`` (recorded in ``schema_migrations``); sqlite3 errors
-become ``StoreError``.
+Input: a ``DiagnosisDocument`` plus its files, findings, groups and citations; output:
+``IncidentSummary`` / ``StoredIncident``. Does file I/O, sync (async callers use a thread).
+Schema steps are ``MIGRATIONS``, recorded in ``schema_migrations``; sqlite3 errors become ``StoreError``.
 """
 
 from __future__ import annotations

@@ -101,7 +101,7 @@ def rank_named(rank: int, file: str, text: str) -> bool:
     """Does this file path or line text name ``rank``?"""
     r = str(rank)
     pat = re.compile(
-        rf"(?:\brank[\s_:=-]*{r}\b|\[rank{r}\]|\brnk{r}\b|^\s*{r}: |\[\d+,{r}\]<|Rank {r}\b|rank\s*:\s*{r}\b)",
+        rf"(?:\brank[\s_:=-]*{r}\b|\[rank{r}\]|\brnk{r}\b|^\s*{r}: |\[\d+,{r}\]<|\bRank {r}\b|\brank\s*:\s*{r}\b)",
         re.I | re.M,
     )
     return bool(pat.search(text) or pat.search(file.replace("/", " ")))

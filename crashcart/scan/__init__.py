@@ -1,0 +1,1 @@
+"""Scan stage: run the signature catalogue over every log file and turn matches into Findings."""

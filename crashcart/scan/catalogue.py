@@ -1,0 +1,254 @@
+"""Scan stage, data half: the signature catalogue shipped in ``crashcart/data`` and its loader.
+
+Input: the package's ``signatures.toml``, ``xid.toml`` and ``classes.toml``. Output: a validated,
+frozen ``Catalogue`` (compiled line regexes, field extraction, summaries, Xid/SXid lookup) and the
+expressions for one hyperscan database. Reads package data once (cached); otherwise pure.
+"""
+
+from __future__ import annotations
+
+import re
+import string
+import tomllib
+from collections.abc import Mapping
+from functools import cache, cached_property
+from importlib import resources
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
+
+from crashcart.models import FileKind, Role, Severity
+
+ClassRole = Literal["root_candidate", "cascade", "teardown", "confirmation"]
+Block = Literal["traceback", "torchrun_summary"]
+
+#: Class ids a signature may use besides the TAXONOMY ids of ``classes.toml``.
+SPECIAL_CLASSES = frozenset({"unknown", "context", "xid", "sxid"})
+#: Fields a summary may name although the pattern does not capture them (the scanner adds them:
+#: the Xid/SXid mnemonic, and the fields of a traceback or torchrun summary block).
+DERIVED_FIELDS = frozenset({"mnemonic"})
+BLOCK_FIELDS: dict[str, frozenset[str]] = {
+    "traceback": frozenset({"exception", "message"}),
+    "torchrun_summary": frozenset({"rank", "local_rank", "exitcode", "pid", "host", "failure_time"}),
+}
+
+_DATA = "crashcart.data"
+
+
+class CatalogueError(ValueError):
+    """The shipped catalogue data is inconsistent (a packaging bug, caught by the tests)."""
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+
+class Example(_Frozen):
+    """A real line shape the signature must match, with fields it must extract."""
+
+    text: str
+    fields: dict[str, str] = Field(default_factory=dict)
+
+
+class Signature(_Frozen):
+    """One catalogue entry: a single-line regex and what a match means."""
+
+    id: str
+    class_id: str = Field(alias="class")
+    role: Role
+    severity: Severity
+    pattern: str
+    flags: list[Literal["i"]] = Field(default_factory=list)
+    kinds: list[FileKind] = Field(default_factory=list)
+    priority: int = 50
+    summary: str
+    block: Block | None = None
+    examples: list[Example] = Field(min_length=1)
+    counter_examples: list[str] = Field(default_factory=list)
+
+
+class XidEntry(_Frozen):
+    """What an Xid (GPU) or SXid (NVSwitch) code means for CrashCart."""
+
+    code: int
+    mnemonic: str
+    class_id: str = Field(alias="class")
+    role: Role
+    severity: Severity
+    description: str
+
+
+class ClassInfo(_Frozen):
+    """One TAXONOMY class (section 2 of TAXONOMY.md)."""
+
+    id: str
+    number: int
+    title: str
+    layer: str
+    default_role: ClassRole
+    severity: Severity
+    hardware: bool
+    explanation: str
+
+
+_UNKNOWN_XID = XidEntry(
+    code=-1,
+    mnemonic="UNKNOWN_XID",
+    class_id="unknown",
+    role="root_candidate",
+    severity="P1",
+    description="Xid code not in CrashCart's catalogue; look it up in NVIDIA's Xid catalog.",
+)
+_UNKNOWN_SXID = XidEntry(
+    code=-1,
+    mnemonic="UNKNOWN_SXID",
+    class_id="nvswitch_fabric_manager_error",
+    role="root_candidate",
+    severity="P1",
+    description="NVSwitch SXid not in CrashCart's catalogue; see the Fabric Manager user guide.",
+)
+
+
+class _Missing(dict[str, str]):
+    def __missing__(self, key: str) -> str:
+        return "?"
+
+
+class Catalogue(BaseModel):
+    """Signatures (index = position, used as hyperscan id), Xid/SXid tables and class metadata."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    signatures: list[Signature]
+    xids: dict[int, XidEntry]
+    sxids: dict[int, XidEntry]
+    classes: dict[str, ClassInfo]
+    _compiled: dict[int, re.Pattern[str]] = PrivateAttr(default_factory=dict)
+
+    @cached_property
+    def index(self) -> dict[str, int]:
+        """Signature id -> index."""
+        return {s.id: i for i, s in enumerate(self.signatures)}
+
+    def regex(self, sig_index: int) -> re.Pattern[str]:
+        """The compiled line regex of a signature (ASCII classes, like hyperscan; cached)."""
+        got = self._compiled.get(sig_index)
+        if got is None:
+            sig = self.signatures[sig_index]
+            flags = re.ASCII | (re.IGNORECASE if "i" in sig.flags else 0)
+            got = self._compiled[sig_index] = re.compile(sig.pattern, flags)
+        return got
+
+    def extract(self, sig_index: int, line: str) -> dict[str, str] | None:
+        """Named groups that took part in the first match on ``line``; None when it does not match."""
+        m = self.regex(sig_index).search(line)
+        if m is None:
+            return None
+        return {k: v for k, v in m.groupdict().items() if v is not None}
+
+    def summarize(self, sig_index: int, fields: Mapping[str, str]) -> str:
+        """The signature's summary template filled from ``fields``; missing fields read ``?``."""
+        return self.signatures[sig_index].summary.format_map(_Missing(fields))
+
+    def xid_info(self, code: int) -> XidEntry:
+        """The catalogue entry of a GPU Xid; unknown codes get a generic ``unknown`` entry."""
+        return self.xids.get(code) or _UNKNOWN_XID.model_copy(update={"code": code})
+
+    def sxid_info(self, code: int) -> XidEntry:
+        """The catalogue entry of an NVSwitch SXid; unknown codes get a generic NVSwitch entry."""
+        return self.sxids.get(code) or _UNKNOWN_SXID.model_copy(update={"code": code})
+
+    def class_title(self, class_id: str) -> str:
+        """Short plain-English title of a class id (the id itself when it is not a TAXONOMY class)."""
+        info = self.classes.get(class_id)
+        if info is not None:
+            return info.title
+        return "Unclassified error" if class_id == "unknown" else class_id
+
+
+def summary_fields(template: str) -> set[str]:
+    """Field names a ``str.format`` template refers to."""
+    return {name for _, name, _, _ in string.Formatter().parse(template) if name}
+
+
+def _read(name: str) -> dict[str, Any]:
+    return tomllib.loads(resources.files(_DATA).joinpath(name).read_text(encoding="utf-8"))
+
+
+def _validate(cat: Catalogue) -> None:
+    problems: list[str] = []
+    known = set(cat.classes) | SPECIAL_CLASSES
+    seen: set[str] = set()
+    for sig in cat.signatures:
+        if sig.id in seen:
+            problems.append(f"duplicate signature id {sig.id}")
+        seen.add(sig.id)
+        if sig.class_id not in known:
+            problems.append(f"{sig.id}: unknown class {sig.class_id}")
+        if (sig.class_id == "context") != (sig.role == "context"):
+            problems.append(f"{sig.id}: class 'context' and role 'context' go together")
+        try:
+            groups = set(re.compile(sig.pattern, re.ASCII).groupindex)
+        except re.error as exc:
+            problems.append(f"{sig.id}: bad pattern: {exc}")
+            continue
+        try:
+            names = summary_fields(sig.summary)
+        except ValueError as exc:
+            problems.append(f"{sig.id}: bad summary: {exc}")
+            continue
+        derived = DERIVED_FIELDS | BLOCK_FIELDS.get(sig.block or "", frozenset())
+        if missing := names - groups - derived:
+            problems.append(f"{sig.id}: summary names fields the pattern lacks: {sorted(missing)}")
+    for table, entries in (("xid", cat.xids), ("sxid", cat.sxids)):
+        for code, entry in entries.items():
+            if entry.class_id not in set(cat.classes) | {"unknown"}:
+                problems.append(f"{table} {code}: unknown class {entry.class_id}")
+    if problems:
+        raise CatalogueError("; ".join(problems))
+
+
+def _table(rows: list[dict[str, Any]], what: str) -> dict[int, XidEntry]:
+    out: dict[int, XidEntry] = {}
+    for row in rows:
+        entry = XidEntry.model_validate(row)
+        if entry.code in out:
+            raise CatalogueError(f"duplicate {what} code {entry.code}")
+        out[entry.code] = entry
+    return out
+
+
+@cache
+def load_catalogue() -> Catalogue:
+    """Load and validate the shipped catalogue (once per process)."""
+    sigs = _read("signatures.toml").get("signature", [])
+    xid = _read("xid.toml")
+    cls = _read("classes.toml").get("class", [])
+    classes: dict[str, ClassInfo] = {}
+    for row in cls:
+        info = ClassInfo.model_validate(row)
+        if info.id in classes:
+            raise CatalogueError(f"duplicate class id {info.id}")
+        classes[info.id] = info
+    cat = Catalogue(
+        signatures=[Signature.model_validate(row) for row in sigs],
+        xids=_table(xid.get("xid", []), "xid"),
+        sxids=_table(xid.get("sxid", []), "sxid"),
+        classes=classes,
+    )
+    _validate(cat)
+    return cat
+
+
+def hyperscan_expressions(cat: Catalogue) -> tuple[list[bytes], list[int], list[int]]:
+    """Expressions, ids (= signature index) and flags for one ``hyperscan.Database.compile``.
+
+    Flags carry ``HS_FLAG_CASELESS`` for signatures with the ``i`` flag; ``HS_FLAG_SINGLEMATCH`` is
+    never set (the scanner needs every match end to find every matching line).
+    """
+    import hyperscan
+
+    expressions = [s.pattern.encode("ascii") for s in cat.signatures]
+    ids = list(range(len(cat.signatures)))
+    flags = [hyperscan.HS_FLAG_CASELESS if "i" in s.flags else 0 for s in cat.signatures]
+    return expressions, ids, flags

@@ -1,0 +1,49 @@
+"""Shared fixtures: a clean environment, tiny bundles written from inline text, test settings."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from crashcart.settings import Settings
+
+_PREFIXES = ("CRASHCART_", "SLACK_", "OPENAI_")
+_PROXIES = ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "ALL_PROXY", "all_proxy")
+
+
+@pytest.fixture(autouse=True)
+def clean_environ(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    for key in list(os.environ):
+        if key.startswith(_PREFIXES) or key in _PROXIES:
+            monkeypatch.delenv(key, raising=False)
+    yield
+
+
+MakeBundle = Callable[..., Path]
+
+
+@pytest.fixture
+def make_bundle(tmp_path: Path) -> MakeBundle:
+    """Write ``{relative path: text or bytes}`` into a fresh directory and return it."""
+    counter = iter(range(1_000_000))
+
+    def make(files: dict[str, str | bytes], name: str | None = None) -> Path:
+        root = tmp_path / (name or f"bundle{next(counter)}")
+        for rel, content in files.items():
+            p = root / rel
+            p.parent.mkdir(parents=True, exist_ok=True)
+            if isinstance(content, str):
+                p.write_text(content, encoding="utf-8", newline="")
+            else:
+                p.write_bytes(content)
+        return root
+
+    return make
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> Settings:
+    return Settings(_env_file=None, db=tmp_path / "db" / "crashcart.db", work_dir=tmp_path / "work")  # type: ignore[call-arg]
