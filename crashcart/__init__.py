@@ -43,6 +43,7 @@ __all__ = [
     "RunbookError",
     "Settings",
     "Store",
+    "StoreError",
     "StoredIncident",
     "UnsafeBundlePath",
     "VerificationFailed",

@@ -17,6 +17,20 @@ SEVERITY_WEIGHT = {"P0": 50.0, "P1": 38.0, "P2": 38.0, "P3": 24.0, "info": 8.0}
 GENERIC_WEIGHT = {"unknown": 8.0, "python_exception_rank_crash": 34.0}
 WATCHDOG_CLASSES = {"nccl_watchdog_timeout"}
 RECOVERY_GAP = timedelta(minutes=2)
+SLOW_CLASSES = frozenset(  # where a rank is expected to keep running after the cause
+    {
+        "gpu_thermal_power_throttling",
+        "straggler_fail_slow",
+        "loss_spike_divergence",
+        "fp16_loss_scale_overflow",
+        "nan_inf_loss_or_grad",
+        "silent_data_corruption_suspect",
+        "ib_port_error_link_flap",
+        "pcie_aer_error",
+    }
+)
+SLACK = timedelta(seconds=10)  # a root and the first symptoms often share a second
+INHERITED_SLACK = timedelta(minutes=2)  # a time taken from an earlier line is only a lower bound
 
 
 @dataclass
@@ -89,8 +103,9 @@ def _int(v: str | None) -> int | None:
 def picture(findings: list[Finding], topo: Topology) -> Picture:
     """The cascade: when symptoms started, what the timeout says, and which ranks are odd."""
     pic = Picture()
-    cascade_times = [f.time for f in findings if f.role == "cascade" and f.time is not None]
-    pic.first_cascade = min(cascade_times) if cascade_times else None
+    own = [f.time for f in findings if f.role == "cascade" and f.time is not None and "_time" not in f.fields]
+    inherited = [f.time for f in findings if f.role == "cascade" and f.time is not None]
+    pic.first_cascade = min(own) if own else min(inherited) if inherited else None
     wd = [f for f in findings if f.class_id in WATCHDOG_CLASSES]
     pic.timed_out = {f.rank for f in wd if f.rank is not None}
     ran = [_int(f.fields.get("ran_ms")) or _int(f.fields.get("timeout_ms")) for f in wd]
@@ -179,7 +194,8 @@ def score(
         c.score += 25
         c.reasons.append("on the rank that is not like the others")
     if t is not None and pic.first_cascade is not None:
-        if t <= pic.first_cascade:
+        inherited = "_time" in c.first.fields
+        if t <= pic.first_cascade + (INHERITED_SLACK if inherited else SLACK):
             c.score += 8
             c.reasons.append("before the first symptom")
         else:
@@ -193,15 +209,33 @@ def score(
     if t is not None and earliest is not None and t == earliest:
         c.score += 6
         c.reasons.append("earliest candidate")
+    if _downstream(c, findings):
+        c.score -= 35
+        c.penalties.append("printed after its own rank already reported a symptom")
     kinds = _corroborating_kinds(c, findings)
     if len(kinds) > 1:
         c.score += 4 * (len(kinds) - 1)
         c.reasons.append("corroborated by " + ", ".join(sorted(kinds)))
-    if t is not None and ranks and not nodes - {topo.ranks[r].node for r in ranks if r in topo.ranks}:
+    from_rank_logs = all(f.source == "rule" for f in c.findings) and c.class_id not in SLOW_CLASSES
+    if t is not None and ranks and from_rank_logs:
         alive = [r for r in ranks if (rl := last.get(r)) and rl.time and rl.time - t > RECOVERY_GAP]
         if alive and len(alive) == len(ranks) and c.severity != "P0":
             c.score -= 30
             c.penalties.append("the rank kept running long after it (recovered)")
+
+
+def _downstream(c: Candidate, findings: list[Finding]) -> bool:
+    """Every finding of ``c`` comes after a cascade line of the same rank in the same file."""
+    first_symptom: dict[tuple[str, int | None], int] = {}
+    for f in findings:
+        if f.role in {"cascade", "teardown"}:
+            key = (f.evidence[0].file, f.rank)
+            first_symptom[key] = min(first_symptom.get(key, f.evidence[0].line), f.evidence[0].line)
+    for f in c.findings:
+        line = first_symptom.get((f.evidence[0].file, f.rank))
+        if line is None or line > f.evidence[0].line:
+            return False
+    return bool(c.findings)
 
 
 def _corroborating_kinds(c: Candidate, findings: list[Finding]) -> set[str]:

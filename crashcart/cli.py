@@ -41,6 +41,10 @@ def _parser() -> argparse.ArgumentParser:
     sh.add_argument("--json", action="store_true")
     se = sub.add_parser("search", help="full-text search over stored incidents")
     se.add_argument("text")
+    ev = sub.add_parser("eval", help="diagnose labelled bundles (with expected.json) and score the answers")
+    ev.add_argument("dirs", nargs="*", type=Path, default=[Path("incidents")])
+    ev.add_argument("--engine", choices=["offline", "llm"], default=None)
+    ev.add_argument("--json", action="store_true")
     sy = sub.add_parser("synth", help="write a synthetic incident bundle of one failure class")
     sy.add_argument("cls", metavar="CLASS")
     sy.add_argument("--out", type=Path, required=True)
@@ -82,6 +86,8 @@ def _run(args: argparse.Namespace, settings: Settings, err: Console) -> int:
         synthesize(args.cls, args.out, ranks=args.ranks, nodes=args.nodes, seed=args.seed, layout=args.layout)
         err.print(f"wrote {args.cls} incident to {args.out}")
         return 0
+    if args.command == "eval":
+        return _eval(args, settings, err)
     from crashcart.store import Store
 
     store = Store(settings.store)
@@ -158,6 +164,41 @@ def _diagnose(args: argparse.Namespace, settings: Settings, store: object, err: 
     else:
         render(doc, Console())
     return 0
+
+
+def _eval(args: argparse.Namespace, settings: Settings, err: Console) -> int:
+    from crashcart import evaluate
+
+    cases = evaluate.find_cases(args.dirs)
+    if not cases:
+        err.print(f"no bundles with {evaluate.LABELS} under {', '.join(map(str, args.dirs))}")
+        return 2
+    results = evaluate.run_eval(cases, settings)
+    if args.json:
+        sys.stdout.write(json.dumps(evaluate.as_json(results)) + "\n")
+    else:
+        console = Console()
+        table = Table(show_edge=False)
+        for col in ("case", "expected", "got", "culprit", "line hit", "cited ok", "s"):
+            table.add_column(col)
+        yes = {True: "[green]yes[/]", False: "[red]no[/]"}
+        for r in results:
+            got = r.got if r.class_ok else f"[red]{r.got}[/]"
+            culprit = r.culprit if r.culprit_ok else f"[red]{r.culprit or '-'}[/]"
+            table.add_row(r.case, r.expected, got, culprit, yes[r.line_hit], yes[r.citations_ok], f"{r.seconds:.2f}")
+        console.print(table)
+        s = evaluate.summary(results)
+        console.print(
+            f"{s['passed']}/{s['cases']} passed; class accuracy {s['class_accuracy']:.0%}, culprit "
+            f"{s['culprit_accuracy']:.0%}, root-cause line hit {s['line_hit_rate']:.0%}, citations valid "
+            f"{s['citation_validity']:.0%}"
+        )
+        for c in s["confusion"]:
+            console.print(f"  confused {c['expected']} -> {c['got']} ({c['count']})")
+        for r in results:
+            for note in r.notes:
+                console.print(f"  {r.case}: {note}", style="dim")
+    return 0 if all(r.passed for r in results) else 1
 
 
 def _size(path: Path) -> int:

@@ -186,13 +186,17 @@ def _sha_file(path: Path | None) -> str:
 
 
 def unaligned_clocks(bundle: Bundle, findings: list[Finding]) -> list[str]:
-    """Files whose findings could not be placed on the common clock (kept in file order instead)."""
-    untimed: dict[str, int] = {}
-    for f in findings:
-        if f.time is None and f.role != "context":
-            untimed[f.evidence[0].file] = untimed.get(f.evidence[0].file, 0) + 1
+    """Files with findings whose clock cannot be put on the common one (their order is kept instead)."""
+    with_findings = {f.evidence[0].file for f in findings if f.role != "context"}
+    boots = {n.host for n in bundle.manifest.nodes if n.boot_time} if bundle.manifest else set()
     out = []
     for bf in bundle.files:
-        if bf.kind in SCANNED_KINDS and bf.path in untimed:
-            out.append(f"{bf.path} ({bf.clock.replace('_', ' ')}{'; no boot time' if bf.clock == 'boot_relative' else ''})")
+        if bf.kind not in SCANNED_KINDS or bf.path not in with_findings:
+            continue
+        if bf.clock == "none":
+            out.append(f"{bf.path} (no timestamps)")
+        elif bf.clock == "boot_relative" and bf.host not in boots:
+            out.append(f"{bf.path} (seconds since boot, boot time unknown)")
+        elif bf.clock == "no_year" and bundle.year is None:
+            out.append(f"{bf.path} (no year)")
     return out

@@ -242,7 +242,7 @@ def _symptoms(groups: list[Group], exclude: set[str]) -> list[Claim]:
         count = sum(g.count for g in gs)
         firsts = [g.first_time for g in gs if g.first_time]
         lasts = [g.last_time for g in gs if g.last_time]
-        who = f"{len(ranks)} ranks" if ranks else f"{len(nodes)} nodes" if nodes else f"{count} lines"
+        who = _count(len(ranks), "rank") if ranks else _count(len(nodes), "node") if nodes else _count(count, "line")
         span = ""
         if firsts and lasts:
             span = f", {min(firsts):%H:%M:%S}–{max(lasts):%H:%M:%S}"
@@ -260,6 +260,10 @@ def _symptoms(groups: list[Group], exclude: set[str]) -> list[Claim]:
         )
     out.sort(key=lambda c: (-c.count, c.class_id))
     return out
+
+
+def _count(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
 def _timeline(root: Candidate | None, groups: list[Group]) -> list[TimelineEntry]:

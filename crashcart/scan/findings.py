@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -75,6 +76,7 @@ def build_findings(
     chosen, dropped = _cap(chosen, cap)
     note = f"{dropped} repetitive matched lines not itemised" if dropped else None
 
+    inherit = _Inheritor(bundle, bf.path, ctx)
     findings: list[Finding] = []
     consumed: set[int] = set()  # exception lines merged into a traceback finding
     by_line = {(line, sig): raw for sig, line, raw in chosen}
@@ -97,8 +99,34 @@ def build_findings(
             consumed.add(exc_line)
         elif s.block == "torchrun_summary":
             fields = {**_torchrun_block(bundle, bf.path, line), **fields}
-        findings.append(_make_finding(cat, s, sig, bf, text, fields, evidence, ctx, ids))
+        findings.append(_make_finding(cat, s, sig, bf, text, fields, evidence, ctx, ids, inherit))
     return findings, note
+
+
+class _Inheritor:
+    """Time for a line without a clock: the latest time on the lines just before it (same rank)."""
+
+    LOOKBACK = 40
+
+    def __init__(self, bundle: Bundle, path: str, ctx: clock.ClockContext) -> None:
+        self._bundle, self._path, self._ctx = bundle, path, ctx
+        self._cache: dict[tuple[int, int | None], datetime | None] = {}
+
+    def __call__(self, line: int, rank: int | None) -> datetime | None:
+        key = (line, rank)
+        if key not in self._cache:
+            start = max(1, line - self.LOOKBACK)
+            found = None
+            for text in reversed(self._bundle.read_lines(self._path, start, line - 1)):
+                p = prefix.split_prefix(text)
+                if p.rank != rank:
+                    continue
+                parsed = clock.parse_time(text, self._ctx)
+                if parsed is not None and parsed.time is not None:
+                    found = parsed.time
+                    break
+            self._cache[key] = found
+        return self._cache[key]
 
 
 def _cap(
@@ -139,6 +167,7 @@ def _make_finding(
     evidence: list[Evidence],
     ctx: clock.ClockContext,
     ids: IdSource,
+    inherit: Callable[[int, int | None], datetime | None] | None = None,
 ) -> Finding:
     class_id, role, severity = s.class_id, s.role, s.severity
     if class_id in {"xid", "sxid"}:
@@ -152,6 +181,11 @@ def _make_finding(
             fields = {**fields, "mnemonic": info.mnemonic}
     pre = prefix.split_prefix(text)
     parsed = clock.parse_time(text, ctx)
+    when = parsed.time if parsed else None
+    if when is None and s.role != "context" and inherit is not None:
+        when = inherit(evidence[0].line, pre.rank)
+        if when is not None:
+            fields = {**fields, "_time": "inherited from an earlier line"}
     rank = _int(fields.get("rank"))
     if rank is None:
         rank = pre.rank if pre.rank is not None else bf.rank
@@ -172,7 +206,7 @@ def _make_finding(
         role=role,
         severity=severity,
         summary=cat.summarize(sig, fields),
-        time=parsed.time if parsed else None,
+        time=when,
         rank=rank,
         node=node,
         gpu=gpu,

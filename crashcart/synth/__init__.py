@@ -40,8 +40,22 @@ def synthesize(
 
     :param layout: one of :data:`LAYOUTS`, or None to pick one of the class's layouts from the seed.
     :returns: the ``expected.json`` dict, also written to ``out/expected.json``.
-    :raises ValueError: unknown class or layout, a layout the class cannot use, or a bad job shape.
+    :raises ValueError: unknown class or layout, a layout the class cannot use, a bad job shape, or a
+        non-empty ``out``.
     """
+    out = Path(out)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise ValueError(f"output directory must be missing or empty: {out}")
+    story = build_story(class_id, ranks=ranks, nodes=nodes, seed=seed, layout=layout)
+    out.mkdir(parents=True, exist_ok=True)
+    written = layout_mod.write(story, out)
+    labels = expected.build(story, written)
+    (out / "expected.json").write_text(json.dumps(labels, indent=2) + "\n", encoding="utf-8")
+    return labels
+
+
+def build_story(class_id: str, *, ranks: int, nodes: int, seed: int, layout: str | None) -> Story:
+    """The whole incident in memory (timed lines per stream, documents, labels); no I/O."""
     scenario = SCENARIOS.get(class_id)
     if scenario is None:
         raise ValueError(f"unknown class id: {class_id!r}")
@@ -56,9 +70,6 @@ def synthesize(
         raise ValueError(f"unknown layout {layout!r}; choose from {', '.join(LAYOUTS)}")
     elif layout not in scenario.layouts:
         raise ValueError(f"{class_id} cannot be generated in layout {layout!r}")
-    out = Path(out)
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise ValueError(f"output directory must be missing or empty: {out}")
     world = build_world(seed, ranks, nodes, layout, slurm=scenario.slurm)
     story = Story(world, class_id, random.Random(f"crashcart-synth/scenario/{class_id}/{seed}"))
     story.t0 = kit.default_t0(story)
@@ -71,8 +82,4 @@ def synthesize(
     background.fill(story)
     cascade.finish(story)
     docs.build(story)
-    out.mkdir(parents=True, exist_ok=True)
-    written = layout_mod.write(story, out)
-    labels = expected.build(story, written)
-    (out / "expected.json").write_text(json.dumps(labels, indent=2) + "\n", encoding="utf-8")
-    return labels
+    return story

@@ -182,7 +182,8 @@ def _iterations(s: Story, r: int, stop: float) -> None:
     w, rng = s.world, s.rng
     oom_step = -1
     steps = s.steps(stop)
-    if s.caught_oom and r == (w.seed * 7 + 3) % w.ranks and len(steps) > 40:
+    trap_rank = w.ranks - 1 if w.log_style == "megatron" else (w.seed * 7 + 3) % w.ranks
+    if s.caught_oom and r == trap_rank and len(steps) > 40:
         oom_step = steps[len(steps) // 4].step
     for st in steps:
         t = st.t + 0.004 * r + rng.uniform(0, 0.01)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from crashcart.synth import scen_comm, scen_gpu, scen_proc, scen_sched
+from crashcart.synth import scen_comm, scen_gpu, scen_host, scen_numerics, scen_proc, scen_sched
 from crashcart.synth.story import Story
 from crashcart.synth.world import LAYOUTS
 
@@ -42,10 +42,10 @@ SCENARIOS: dict[str, Scenario] = {
     "cuda_kernel_fault": Scenario(scen_proc.cuda_kernel_fault),
     "python_exception_rank_crash": Scenario(scen_proc.python_exception_rank_crash),
     "native_crash_segfault_abort": Scenario(scen_proc.native_crash_segfault_abort),
-    "host_oom_kill": Scenario(scen_proc.host_oom_kill, layouts=_NOT_K8S),
+    "host_oom_kill": Scenario(scen_host.host_oom_kill, layouts=_NOT_K8S),
     "pcie_aer_error": Scenario(scen_gpu.pcie_aer_error),
-    "storage_full_or_io_error": Scenario(scen_proc.storage_full_or_io_error),
-    "network_filesystem_hang": Scenario(scen_proc.network_filesystem_hang),
+    "storage_full_or_io_error": Scenario(scen_host.storage_full_or_io_error),
+    "network_filesystem_hang": Scenario(scen_host.network_filesystem_hang),
     "dataloader_worker_failure": Scenario(scen_proc.dataloader_worker_failure),
     "slurm_node_failure": Scenario(scen_sched.slurm_node_failure, layouts=_NOT_K8S, min_nodes=2, slurm=True),
     "scheduler_preemption_or_timelimit": Scenario(
@@ -56,10 +56,10 @@ SCENARIOS: dict[str, Scenario] = {
     "torchelastic_childfailed_summary": Scenario(
         scen_proc.torchelastic_childfailed_summary, layouts=tuple(x for x in LAYOUTS if x != "slurm_combined")
     ),
-    "nan_inf_loss_or_grad": Scenario(scen_proc.nan_inf_loss_or_grad),
-    "fp16_loss_scale_overflow": Scenario(scen_proc.fp16_loss_scale_overflow),
-    "loss_spike_divergence": Scenario(scen_proc.loss_spike_divergence),
-    "silent_data_corruption_suspect": Scenario(scen_gpu.silent_data_corruption_suspect),
+    "nan_inf_loss_or_grad": Scenario(scen_numerics.nan_inf_loss_or_grad),
+    "fp16_loss_scale_overflow": Scenario(scen_numerics.fp16_loss_scale_overflow),
+    "loss_spike_divergence": Scenario(scen_numerics.loss_spike_divergence),
+    "silent_data_corruption_suspect": Scenario(scen_numerics.silent_data_corruption_suspect),
     "gpu_thermal_power_throttling": Scenario(scen_gpu.gpu_thermal_power_throttling),
     "straggler_fail_slow": Scenario(scen_gpu.straggler_fail_slow),
     "software_version_mismatch": Scenario(scen_comm.software_version_mismatch),

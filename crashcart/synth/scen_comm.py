@@ -12,6 +12,8 @@ from crashcart.synth import formats as fmt
 from crashcart.synth import kit
 from crashcart.synth.story import Story
 
+_CUDA_OF = {"520.61.05": 11080, "525.85.12": 12000, "530.30.02": 12010}  # driver -> CUDA driver API version
+
 
 def _nccl_code(version: str) -> str:
     """NCCL's integer version spelling: 2.19.3 -> 21903."""
@@ -304,7 +306,7 @@ def software_version_mismatch(s: Story) -> None:
             s.driver_override[n] = old
             s.root_driver_nodes.add(n)
             last = [
-                f"RuntimeError: The NVIDIA driver on your system is too old (found version {old[:3]}00). "
+                f"RuntimeError: The NVIDIA driver on your system is too old (found version {_CUDA_OF[old]}). "
                 "Please "
                 "update your GPU driver by downloading and installing a new version from the URL: "
                 "http://www.nvidia.com/Download/index.aspx Alternatively, go to: https://pytorch.org to "

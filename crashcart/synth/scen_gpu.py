@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from crashcart.synth import formats as fmt
 from crashcart.synth import kit
-from crashcart.synth.story import Fate, Story, Telemetry
+from crashcart.synth.story import Story, Telemetry
 
 U = "<unknown>"  # fmt.xid(name=U) prints pid='<unknown>', name=<unknown>
 
@@ -321,80 +321,6 @@ def pcie_aer_error(s: Story) -> None:
     kit.gpu_victim(
         s, r, s.t0 + rng.uniform(0.05, 2.0), kit.pick(s, ("unspecified launch failure", "unknown error"))
     )
-
-
-def silent_data_corruption_suspect(s: Story) -> None:
-    w, rng = s.world, s.rng
-    r = s.pick_rank()
-    host, L = w.host(r), w.local[r]
-    it = s.step_before(s.t0).step + 1
-    name = "megatron.core.rerun_state_machine"
-    t = s.t0
-    s.set_culprit(s.node_of(r), r, None)
-    s.rank(
-        r,
-        t,
-        fmt.pylog(
-            w,
-            t,
-            "ERROR",
-            name,
-            f"Unexpected result nan at megatron/core/distributed/"
-            f"param_and_grad_buffer.py line 257, invokation #1 at iteration #{it} (message='found NaN "
-            "in local grad norm for bucket #0 in backward pass before data-parallel communication "
-            "collective')",
-        ),
-    )
-    t2 = t + w.step_time * 1.1
-    s.rank(
-        r,
-        t2,
-        fmt.pylog(
-            w,
-            t2,
-            "WARNING",
-            name,
-            f"First rerun: unexpected result is not reproducible within the "
-            f"tolerance ({rng.uniform(1.8, 2.6):.4f} != nan)",
-        ),
-        root=True,
-    )
-    s.rank(
-        r,
-        t2 + 0.001,
-        fmt.pylog(
-            w, t2 + 0.001, "ERROR", name, f"Rank {r}, node {host}, device {L}: Possible transient error!"
-        ),
-        root=True,
-    )
-    t3 = t2 + 0.2
-    s.rank(
-        0,
-        t3,
-        fmt.pylog(
-            w,
-            t3,
-            "WARNING",
-            name,
-            "Exiting now. A checkpoint at the last iteration is being saved if further examination is needed",
-        ),
-    )
-    s.rank(
-        0,
-        t3 + 0.1,
-        fmt.pylog(
-            w,
-            t3 + 0.1,
-            "INFO",
-            "checkpoint",
-            f"saving checkpoint at iteration {it} to /checkpoints/{w.job_name}/iter_{it:07d}",
-        ),
-    )
-    t_exit = t3 + rng.uniform(35.0, 70.0)
-    for q in range(w.ranks):
-        s.fate[q] = Fate("exit", t_exit + 0.01 * q, 17)
-        s.stop[q] = t
-    s.mode, s.sacct_exit = "none", "17:0"
 
 
 def _slow(s: Story, anomaly: str, factors: tuple[float, float]) -> None:

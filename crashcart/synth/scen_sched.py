@@ -7,7 +7,7 @@ Input/output: a Story (one function per class). Pure, no I/O.
 
 from __future__ import annotations
 
-from crashcart.synth import cascade, docs, kit, scen_comm
+from crashcart.synth import cascade, docs, k8sdocs, kit, scen_comm
 from crashcart.synth import formats as fmt
 from crashcart.synth.story import Fate, K8sEvent, Story
 
@@ -122,7 +122,7 @@ def k8s_pod_eviction_or_oomkilled(s: Story) -> None:
             "    Ready:          False",
             "    Restart Count:  0",
         ]
-        docs.describe_pod(s, n, state, {1}, in_container=True)
+        k8sdocs.describe_pod(s, n, state, {1}, in_container=True)
         kb = rng.randrange(1_500_000_000, 1_670_000_000)
         oom = (
             f"Memory cgroup out of memory: Killed process {w.pid[r0]} (pt_main_thread) "
@@ -179,7 +179,7 @@ def k8s_pod_eviction_or_oomkilled(s: Story) -> None:
             )
         )
         state = ["Reason:           Evicted", f"Message:          {msg.rstrip()}"]
-        docs.describe_pod(s, n, state, {0, 1}, in_container=False)
+        k8sdocs.describe_pod(s, n, state, {0, 1}, in_container=False)
         s.agent_signal[n] = (s.t0 + 0.3, 15, False)
         for r in node.ranks:
             s.fate[r] = Fate("exit", s.t0 + rng.uniform(0.4, 1.5), -15)
@@ -239,15 +239,16 @@ def launcher_rendezvous_store_failure(s: Story) -> None:
     join = 600.0
     for node in w.nodes[1:]:
         t = s.t0 + join + rng.uniform(1.0, 5.0)
+        agent_api = f"{_DIST}/elastic/agent/server/api.py"
+        dyn = f"{_DIST}/elastic/rendezvous/dynamic_rendezvous.py"
         waits = [
-            *run,
-            (
-                f"{_DIST}/elastic/rendezvous/dynamic_rendezvous.py",
-                1135,
-                "next_rendezvous",
-                "self._op_executor.run(join_op, deadline, self._get_deadline)",
-            ),
-            (f"{_DIST}/elastic/rendezvous/dynamic_rendezvous.py", 658, "run", "raise RendezvousTimeoutError"),
+            *run[:2],
+            (f"{_DIST}/launcher/api.py", 255, "launch_agent", "result = agent.run()"),
+            (agent_api, 680, "run", "result = self._invoke_run(role)"),
+            (agent_api, 829, "_invoke_run", "self._initialize_workers(self._worker_group)"),
+            (agent_api, 652, "_rendezvous", "rdzv_info = spec.rdzv_handler.next_rendezvous()"),
+            (dyn, 1135, "next_rendezvous", "self._op_executor.run(join_op, deadline, self._get_deadline)"),
+            (dyn, 658, "run", "raise RendezvousTimeoutError"),
         ]
         s.block(
             ("agent", node.index),

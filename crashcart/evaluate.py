@@ -1,0 +1,122 @@
+"""``crashcart eval``: diagnose labelled bundles and score the answers against ``expected.json``.
+
+Input: directories holding bundles with ``expected.json`` (DESIGN §4.5). Output: one ``CaseResult``
+per bundle and a summary. This is the only module that reads labels; the engine never does (the
+extraction layer refuses to even list ``expected.json``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from crashcart.gpuid import canonical_pci
+from crashcart.models import DiagnosisDocument
+from crashcart.pipeline import diagnose
+from crashcart.settings import Settings
+
+LABELS = "expected.json"
+
+
+@dataclass
+class CaseResult:
+    case: str
+    expected: str
+    got: str
+    class_ok: bool
+    culprit_ok: bool
+    line_hit: bool
+    citations_ok: bool
+    seconds: float
+    culprit: str = ""
+    error: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        return self.error is None and self.class_ok and self.culprit_ok and self.line_hit and self.citations_ok
+
+
+def find_cases(dirs: list[Path]) -> list[Path]:
+    """Bundles (directories) that carry labels: each DIR itself, or its sub-directories."""
+    out: list[Path] = []
+    for d in dirs:
+        if (d / LABELS).is_file():
+            out.append(d)
+        elif d.is_dir():
+            out.extend(sorted(p.parent for p in d.glob(f"*/{LABELS}")))
+    return out
+
+
+def score_case(name: str, doc: DiagnosisDocument, labels: dict[str, Any], seconds: float) -> CaseResult:
+    """Compare one diagnosis with its labels, by the rules of DESIGN §4.5."""
+    rc = doc.root_cause
+    want_class = str(labels.get("root_cause_class", "unknown"))
+    want = labels.get("culprit") or {}
+    notes: list[str] = []
+    culprit_ok = True
+    for key in ("node", "rank", "gpu"):
+        exp = want.get(key)
+        if exp is None:
+            continue
+        got = getattr(rc.culprit, key)
+        same = (canonical_pci(str(exp)) or str(exp)) == (canonical_pci(str(got)) or str(got)) if key == "gpu" and got else got == exp
+        if not same:
+            culprit_ok = False
+            notes.append(f"culprit {key}: expected {exp}, got {got}")
+    lines = {(str(x["file"]), int(x["line"])) for x in labels.get("root_cause_lines") or []}
+    hit = not lines or any(
+        (c.file, n) in lines for c in rc.citations if c.verified for n in range(c.line, (c.end_line or c.line) + 1)
+    )
+    if not hit:
+        notes.append("no root-cause citation is one of the labelled lines")
+    shown = [*rc.citations, *(c for x in doc.contributing for c in x.citations), *(c for s in doc.symptoms for c in s.citations)]
+    cites_ok = all(c.verified for c in shown)
+    culprit = ", ".join(
+        x for x in (rc.culprit.node or "", f"rank {rc.culprit.rank}" if rc.culprit.rank is not None else "", rc.culprit.gpu or "") if x
+    )
+    return CaseResult(
+        case=name,
+        expected=want_class,
+        got=rc.class_,
+        class_ok=rc.class_ == want_class,
+        culprit_ok=culprit_ok,
+        line_hit=hit,
+        citations_ok=cites_ok,
+        seconds=round(seconds, 3),
+        culprit=culprit,
+        notes=notes,
+    )
+
+
+def run_eval(cases: list[Path], settings: Settings) -> list[CaseResult]:
+    results: list[CaseResult] = []
+    for case in cases:
+        labels = json.loads((case / LABELS).read_text())
+        start = time.perf_counter()
+        outcome = asyncio.run(diagnose(case, settings))
+        results.append(score_case(case.name, outcome.document, labels, time.perf_counter() - start))
+    return results
+
+
+def summary(results: list[CaseResult]) -> dict[str, Any]:
+    n = len(results) or 1
+    confusion = Counter((r.expected, r.got) for r in results if not r.class_ok)
+    return {
+        "cases": len(results),
+        "passed": sum(r.passed for r in results),
+        "class_accuracy": round(sum(r.class_ok for r in results) / n, 4),
+        "culprit_accuracy": round(sum(r.culprit_ok for r in results) / n, 4),
+        "line_hit_rate": round(sum(r.line_hit for r in results) / n, 4),
+        "citation_validity": round(sum(r.citations_ok for r in results) / n, 4),
+        "confusion": [{"expected": e, "got": g, "count": c} for (e, g), c in sorted(confusion.items())],
+    }
+
+
+def as_json(results: list[CaseResult]) -> dict[str, Any]:
+    return {"summary": summary(results), "cases": [{**asdict(r), "passed": r.passed} for r in results]}
