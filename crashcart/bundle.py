@@ -310,7 +310,7 @@ def _kind_of(path: str, head: bytes) -> tuple[FileKind | None, str | None]:
     lines = text.split("\n")[:200]
     if _KERNEL_NAME.search(name) or sum(1 for ln in lines if _KERNEL_CONTENT.search(ln)) > len(lines) // 3:
         return "kernel_log", None
-    ranks = {p.rank for p in map(prefix.split_prefix, lines) if p.rank is not None}
+    ranks = {p.rank for p in map(prefix.view, lines) if p.rank is not None}
     if len(ranks) >= 2:
         return "combined_log", None
     if prefix.rank_of_path(path) is not None or len(ranks) == 1:
@@ -341,7 +341,7 @@ def _rank_of(path: str, kind: FileKind, lines: list[str]) -> int | None:
     rank = prefix.rank_of_path(path)
     if rank is not None:
         return rank
-    ranks = {p.rank for p in map(prefix.split_prefix, lines[:200]) if p.rank is not None}
+    ranks = {p.rank for p in map(prefix.view, lines[:200]) if p.rank is not None}
     return ranks.pop() if len(ranks) == 1 else None
 
 

@@ -29,6 +29,7 @@ SLOW_CLASSES = frozenset(  # where a rank is expected to keep running after the 
         "pcie_aer_error",
     }
 )
+CONFIRMATION_DISCOUNT = 8.0
 SLACK = timedelta(seconds=10)  # a root and the first symptoms often share a second
 INHERITED_SLACK = timedelta(minutes=2)  # a time taken from an earlier line is only a lower bound
 
@@ -160,7 +161,7 @@ def candidates(groups: list[Group], findings: list[Finding]) -> list[Candidate]:
     by_id = {f.id: f for f in findings}
     by_class: dict[str, Candidate] = {}
     for g in groups:
-        if g.role != "root_candidate" and g.class_id != "nccl_watchdog_stuck_heartbeat":
+        if g.role not in {"root_candidate", "confirmation"} and g.class_id != "nccl_watchdog_stuck_heartbeat":
             continue
         c = by_class.setdefault(g.class_id, Candidate(g.class_id, [], []))
         c.groups.append(g)
@@ -180,6 +181,9 @@ def score(
     base = GENERIC_WEIGHT.get(c.class_id) if c.generic else None
     c.score = base if base is not None else SEVERITY_WEIGHT.get(c.severity, 8.0)
     c.reasons.append(f"{c.severity} class")
+    if all(f.role == "confirmation" for f in c.findings):
+        c.score -= CONFIRMATION_DISCOUNT
+        c.reasons.append("usually confirms another cause")
     n_nodes = len(topo.nodes) or 1
     world = topo.world_size or 0
     nodes, ranks, t = c.nodes, c.ranks, c.time

@@ -23,7 +23,7 @@ _RULES: tuple[tuple[re.Pattern[str], str], ...] = (
 
 def template(line: str) -> str:
     """The masked template of ``line`` (per-rank prefixes and the timestamp removed)."""
-    rest = prefix.split_prefix(line).rest
+    rest = prefix.view(line).rest
     parsed = clock.parse_time(rest)
     if parsed is not None:
         a, b = parsed.span

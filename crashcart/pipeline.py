@@ -138,7 +138,7 @@ def last_lines(bundle: Bundle, scanned: ScanResult, findings: list[Finding]) -> 
         for n, text in reversed(scanned.tails.get(bf.path, [])):
             if not text.strip():
                 continue
-            p = prefix.split_prefix(text)
+            p = prefix.view(text)
             rank = p.rank if p.rank is not None else bf.rank
             if rank is None:
                 continue

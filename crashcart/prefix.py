@@ -7,6 +7,7 @@ virtually with it, keeping original line numbers. Pure functions, no I/O.
 
 from __future__ import annotations
 
+import json
 import re
 from typing import NamedTuple
 
@@ -226,3 +227,27 @@ def _strip_words(piece: str) -> str:
     start = head.end() if head is not None else 0
     tail = _TAIL_WORDS.search(low, start)
     return piece[start : tail.start() if tail is not None else len(piece)]
+
+
+_JSON_KEYS = ("log", "message", "msg")
+
+
+def unwrap_json(line: str) -> str:
+    """The message inside a JSON-lines log record (k8s/containerd ``{"log": ...}``), else ``line``."""
+    if not line.startswith("{") or not any(f'"{k}"' in line for k in _JSON_KEYS):
+        return line
+    try:
+        obj = json.loads(line)
+    except ValueError:
+        return line
+    if isinstance(obj, dict):
+        for key in _JSON_KEYS:
+            value = obj.get(key)
+            if isinstance(value, str):
+                return value.rstrip("\n")
+    return line
+
+
+def view(line: str) -> Prefix:
+    """``split_prefix`` of the line's message, looking inside JSON-lines records first."""
+    return split_prefix(unwrap_json(line))

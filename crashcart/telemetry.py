@@ -683,7 +683,7 @@ def _detect_straggler(a: _Analysis) -> list[_Hit]:
                 z = peers.z(slot, s.value)
                 if s.value <= CLOCK_DROP * peer or (z <= -ROBUST_Z and s.value <= Z_DROP * peer):
                     return True
-                return metric in (SM_ACTIVE, TENSOR_ACTIVE) and z >= ROBUST_Z and s.value >= Z_RISE * peer
+                return metric in (SM_ACTIVE, TENSOR_ACTIVE, GPU_UTIL) and z >= ROBUST_Z and s.value >= Z_RISE * peer
 
             if (i := _first_run(points, STRAGGLER_RUN, judge)) is not None:
                 slot, s = points[i]

@@ -68,7 +68,7 @@ def infer_topology(files: list[BundleFile], findings: list[Finding], manifest: M
             local_rank=local[r].most_common(1)[0][0] if local[r] else None,
             files=sorted(rank_files[r])[:8],
         )
-    nodes = sorted({i.node for i in ranks.values() if i.node} | {bf.host for bf in files if bf.host})
+    nodes = sorted({i.node for i in ranks.values() if i.node} | {bf.host for bf in files if bf.host and bf.kind == "kernel_log"})
     if manifest is not None:
         nodes = sorted(set(nodes) | {n.host for n in manifest.nodes})
     if world is None and ranks:
@@ -85,6 +85,8 @@ def attribute(findings: list[Finding], topo: Topology) -> list[Finding]:
         info = topo.ranks.get(f.rank) if f.rank is not None else None
         if f.node is None and info is not None and info.node:
             update["node"] = info.node
+        elif f.node is None and f.fields.get("_file_host"):
+            update["node"] = f.fields["_file_host"]
         if f.rank is None and f.node and f.gpu and (f.node, f.gpu) in by_node_gpu:
             update["rank"] = by_node_gpu[(f.node, f.gpu)]
         out.append(f.model_copy(update=update) if update else f)

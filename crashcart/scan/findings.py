@@ -6,7 +6,6 @@ Evidence text is the canonical text of the cited lines. Pure apart from reading 
 
 from __future__ import annotations
 
-import json
 import re
 from collections import defaultdict
 from collections.abc import Callable
@@ -118,7 +117,7 @@ class _Inheritor:
             start = max(1, line - self.LOOKBACK)
             found = None
             for text in reversed(self._bundle.read_lines(self._path, start, line - 1)):
-                p = prefix.split_prefix(text)
+                p = prefix.view(text)
                 if p.rank != rank:
                     continue
                 parsed = clock.parse_time(text, self._ctx)
@@ -179,7 +178,7 @@ def _make_finding(
         if info is not None:
             class_id, role, severity = info.class_id, info.role, info.severity
             fields = {**fields, "mnemonic": info.mnemonic}
-    pre = prefix.split_prefix(text)
+    pre = prefix.view(text)
     parsed = clock.parse_time(text, ctx)
     when = parsed.time if parsed else None
     if when is None and s.role != "context" and inherit is not None:
@@ -189,7 +188,9 @@ def _make_finding(
     rank = _int(fields.get("rank"))
     if rank is None:
         rank = pre.rank if pre.rank is not None else bf.rank
-    node = fields.get("host") or fields.get("node") or bf.host or pre.host
+    node = fields.get("host") or fields.get("node") or pre.host
+    if node is None and bf.host:
+        fields = {**fields, "_file_host": bf.host}
     gpu = None
     for key in ("pci", "busid"):
         if fields.get(key):
@@ -237,15 +238,15 @@ def _traceback(
     lines = bundle.read_lines(bf.path, start, start + max_lines)
     if not lines:
         return None
-    want = prefix.split_prefix(lines[0]).rank
+    want = prefix.view(lines[0]).rank
     body_seen = False
     pending: int | None = None
     exc_at: int | None = None
     for offset, text in enumerate(lines[1:], start=1):
-        p = prefix.split_prefix(text)
+        p = prefix.view(text)
         if p.rank != want:
             continue  # another rank's line interleaved in a combined log
-        body = line_body(p.rest)
+        body = p.rest
         if pending is not None:
             if not body.strip():
                 continue
@@ -268,7 +269,7 @@ def _traceback(
         return None
     exc_line_no = start + exc_at
     exc_text = lines[exc_at]
-    m = _EXC_LINE.match(line_body(prefix.split_prefix(exc_text).rest))
+    m = _EXC_LINE.match(prefix.view(exc_text).rest)
     fields = {"exception": m.group("exception"), "message": (m.group("message") or "")[:300]} if m else {}
     sig_obj = _generic_traceback_sig(cat)
     for idx, s in enumerate(cat.signatures):
@@ -284,21 +285,6 @@ def _traceback(
     return evidence, sig_obj, fields, exc_line_no
 
 
-def line_body(rest: str) -> str:
-    """The message of a line once prefixes are gone: unwraps JSON-lines pod logs (``"log"`` field)."""
-    if rest.startswith("{") and ('"log"' in rest or '"message"' in rest or '"msg"' in rest):
-        try:
-            obj = json.loads(rest)
-        except ValueError:
-            return rest
-        if isinstance(obj, dict):
-            for key in ("log", "message", "msg"):
-                value = obj.get(key)
-                if isinstance(value, str):
-                    return value.rstrip("\n")
-    return rest
-
-
 def _generic_traceback_sig(cat: Catalogue) -> Signature:
     for s in cat.signatures:
         if s.block == "traceback":
@@ -310,7 +296,7 @@ def _torchrun_block(bundle: Bundle, path: str, line: int) -> dict[str, str]:
     """Fields of a torchelastic failure summary block starting at ``line``."""
     out: dict[str, str] = {}
     for text in bundle.read_lines(path, line + 1, line + 14):
-        m = _SUMMARY_FIELD.match(prefix.split_prefix(text).rest)
+        m = _SUMMARY_FIELD.match(prefix.view(text).rest)
         if not m:
             continue
         key, value = m.group("key"), m.group("value").strip()

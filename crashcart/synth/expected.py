@@ -15,9 +15,9 @@ def build(s: Story, written: Written) -> dict[str, object]:
     w = s.world
     if s.class_id == "unknown":
         if written.roots:
-            raise AssertionError("an unknown incident must not carry root-cause lines")
+            raise RuntimeError("an unknown incident must not carry root-cause lines")
     elif not written.roots:
-        raise AssertionError(f"{s.class_id}: the scenario wrote no root-cause line")
+        raise RuntimeError(f"{s.class_id}: the scenario wrote no root-cause line")
     node = w.nodes[s.culprit_node].host if s.culprit_node is not None else None
     gpu = canonical_pci(s.culprit_gpu) if s.culprit_gpu else None
     return {

@@ -22,22 +22,14 @@ def _nccl_code(version: str) -> str:
 
 
 def nccl_watchdog_timeout(s: Story) -> None:
-    """Root: a PG timeout set far too short for a legitimate long step (a synchronous checkpoint save)."""
+    """Root: a PG timeout set far too short for a legitimate long step (rank 0 alone runs validation)."""
     w, rng = s.world, s.rng
     s.world = w = dataclasses.replace(w, timeout_ms=kit.pick(s, (60000, 120000, 180000)))
     s.set_culprit(None, None, None)
     it = s.step_before(s.t0).step
-    s.rank(
-        0,
-        s.t0 - 0.5,
-        fmt.pylog(
-            w,
-            s.t0 - 0.5,
-            "INFO",
-            "checkpoint",
-            f"saving checkpoint at iteration {it} to /checkpoints/{w.job_name}/iter_{it:07d}",
-        ),
-    )
+    samples = kit.pick(s, (1024, 2048, 4096))
+    msg = f"running validation on rank 0 at iteration {it}: {samples} samples, other ranks wait"
+    s.rank(0, s.t0 - 0.5, fmt.pylog(w, s.t0 - 0.5, "INFO", "eval", msg))
     kit.hang(s, 0, s.t0)
     seq = s.seq_at(s.t0) + 1
     for r in range(1, w.ranks):
