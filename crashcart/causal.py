@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from crashcart.models import Evidence, Finding, Group, Topology
+from crashcart.scan.catalogue import load_catalogue
 
 SEVERITY_WEIGHT = {"P0": 50.0, "P1": 38.0, "P2": 38.0, "P3": 24.0, "info": 8.0}
 GENERIC_WEIGHT = {"unknown": 8.0, "python_exception_rank_crash": 34.0}
@@ -30,6 +31,7 @@ SLOW_CLASSES = frozenset(  # where a rank is expected to keep running after the 
     }
 )
 CONFIRMATION_DISCOUNT = 8.0
+HARDWARE_WINDOW = timedelta(minutes=30)
 SLACK = timedelta(seconds=10)  # a root and the first symptoms often share a second
 INHERITED_SLACK = timedelta(minutes=2)  # a time taken from an earlier line is only a lower bound
 
@@ -45,6 +47,7 @@ class RankLast:
 @dataclass
 class Picture:
     first_cascade: datetime | None = None
+    cascade_time_inherited: bool = False  # only lower bounds: lines without a clock of their own
     lookback_start: datetime | None = None  # when the timed-out collective started (rule 1)
     timeout_ms: int | None = None
     timed_out: set[int] = field(default_factory=set)
@@ -107,6 +110,7 @@ def picture(findings: list[Finding], topo: Topology) -> Picture:
     own = [f.time for f in findings if f.role == "cascade" and f.time is not None and "_time" not in f.fields]
     inherited = [f.time for f in findings if f.role == "cascade" and f.time is not None]
     pic.first_cascade = min(own) if own else min(inherited) if inherited else None
+    pic.cascade_time_inherited = not own
     wd = [f for f in findings if f.class_id in WATCHDOG_CLASSES]
     pic.timed_out = {f.rank for f in wd if f.rank is not None}
     ran = [_int(f.fields.get("ran_ms")) or _int(f.fields.get("timeout_ms")) for f in wd]
@@ -156,8 +160,16 @@ def _per_rank(findings: list[Finding], key: str) -> dict[int, int]:
     return out
 
 
+SEVERITY_ORDER = {"P0": 4, "P1": 3, "P2": 3, "P3": 2, "info": 1}
+
+
 def candidates(groups: list[Group], findings: list[Finding]) -> list[Candidate]:
-    """Root-candidate groups merged by class (the same fault worded twice is one candidate)."""
+    """Root-candidate groups merged by class (the same fault worded twice is one candidate).
+
+    Within a class only the strongest findings (severity, then signature priority) speak for it, so a
+    benign early warning of the same class (an fp16 overflow skip) does not stand in for the fatal one.
+    """
+    cat = load_catalogue()
     by_id = {f.id: f for f in findings}
     by_class: dict[str, Candidate] = {}
     for g in groups:
@@ -166,6 +178,14 @@ def candidates(groups: list[Group], findings: list[Finding]) -> list[Candidate]:
         c = by_class.setdefault(g.class_id, Candidate(g.class_id, [], []))
         c.groups.append(g)
         c.findings.extend(by_id[i] for i in g.finding_ids if i in by_id)
+
+    def strength(f: Finding) -> tuple[int, int]:
+        idx = cat.index.get(f.signature)
+        return SEVERITY_ORDER.get(f.severity, 0), cat.signatures[idx].priority if idx is not None else 50
+
+    for c in by_class.values():
+        top = max(strength(f) for f in c.findings)
+        c.findings = [f for f in c.findings if strength(f) == top]
     return list(by_class.values())
 
 
@@ -198,7 +218,7 @@ def score(
         c.score += 25
         c.reasons.append("on the rank that is not like the others")
     if t is not None and pic.first_cascade is not None:
-        inherited = "_time" in c.first.fields
+        inherited = "_time" in c.first.fields or pic.cascade_time_inherited
         if t <= pic.first_cascade + (INHERITED_SLACK if inherited else SLACK):
             c.score += 8
             c.reasons.append("before the first symptom")
@@ -286,3 +306,22 @@ def versions(findings: list[Finding]) -> tuple[str, dict[str, str], list[Finding
             normal = next(f for vs in per_host.values() for v, f in vs.items() if v == common)
             return key, odd, [*evidence, normal]
     return None
+
+
+def hardware_first(cands: list[Candidate]) -> None:
+    """TAXONOMY §1 rule 7: a hardware fault on a node explains software errors on that node."""
+    cat = load_catalogue()
+
+    def hw(c: Candidate) -> bool:
+        info = cat.classes.get(c.class_id)
+        return bool(info and info.hardware) and c.severity == "P0"
+
+    hardware = [c for c in cands if hw(c) and c.nodes]
+    for c in cands:
+        if hw(c) or not c.nodes:
+            continue
+        for h in hardware:
+            if c.nodes <= h.nodes and (h.time is None or c.time is None or abs(h.time - c.time) <= HARDWARE_WINDOW):
+                c.score -= 15
+                c.penalties.append(f"explained by {h.class_id} on the same node")
+                break

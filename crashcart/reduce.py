@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import defaultdict
 from datetime import datetime
 
-from crashcart.causal import Candidate, Picture, RankLast, candidates, picture, score, versions
+from crashcart.causal import Candidate, Picture, RankLast, candidates, hardware_first, picture, score, versions
 from crashcart.models import Claim, Culprit, Diagnosis, Finding, Group, Hypothesis, TimelineEntry, Topology
 from crashcart.scan.catalogue import load_catalogue
 
@@ -32,6 +32,7 @@ def reduce_offline(
     earliest = min(times) if times else None
     for c in cands:
         score(c, pic, topo, findings, last, earliest)
+    hardware_first(cands)
     cands.sort(key=lambda c: (-c.score, c.time is None, c.time or datetime.max.astimezone(), c.class_id))
     best = cands[0] if cands else None
     if best is None or best.score < MIN_SCORE or best.generic and best.class_id == "unknown":

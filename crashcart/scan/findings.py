@@ -10,7 +10,7 @@ import re
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from crashcart import clock, prefix
 from crashcart.bundle import Bundle, canonical_line
@@ -183,7 +183,13 @@ def _make_finding(
     when = parsed.time if parsed else None
     if when is None and s.role != "context" and inherit is not None:
         when = inherit(evidence[0].line, pre.rank)
-        if when is not None:
+        ran = fields.get("ran_ms", "")
+        if when is not None and ran.isdigit():
+            # a watchdog line without a clock: the rank's last line was written when the collective
+            # began, and the watchdog fired ran_ms later
+            when += timedelta(milliseconds=int(ran))
+            fields = {**fields, "_time": "estimated: the previous line's time plus ran_ms"}
+        elif when is not None:
             fields = {**fields, "_time": "inherited from an earlier line"}
     rank = _int(fields.get("rank"))
     if rank is None:
