@@ -251,13 +251,14 @@ def score(
 def _downstream(c: Candidate, findings: list[Finding]) -> bool:
     """Every finding of ``c`` comes after a cascade line of the same rank in the same file."""
     first_symptom: dict[tuple[str, int | None], int] = {}
+    own = {f.id for f in c.findings}
     for f in findings:
-        if f.role in {"cascade", "teardown"}:
+        if f.role in {"cascade", "teardown"} and f.id not in own:
             key = (f.evidence[0].file, f.rank)
             first_symptom[key] = min(first_symptom.get(key, f.evidence[0].line), f.evidence[0].line)
     for f in c.findings:
         line = first_symptom.get((f.evidence[0].file, f.rank))
-        if line is None or line > f.evidence[0].line:
+        if line is None or line >= f.evidence[0].line:
             return False
     return bool(c.findings)
 

@@ -106,6 +106,7 @@ _VALUE_COLS = {"value", "val"}
 # detector thresholds (each detector's docstring explains them)
 HOT_C = 85.0  # GPU core temperature near NVIDIA's slowdown limit
 CLOCK_DROP = 0.70  # >= 30% below the median of the peers
+IDLE_CEILING = {SM_CLOCK: 400.0, GPU_UTIL: 5.0, SM_ACTIVE: 0.02, TENSOR_ACTIVE: 0.005}  # at or below: stopped
 ACTIVE_FLOOR = {SM_CLOCK: 300.0, GPU_UTIL: 20.0, SM_ACTIVE: 0.1, TENSOR_ACTIVE: 0.05}  # peers idle below
 THROTTLE_RUN, STRAGGLER_RUN, STEP_RUN = 2, 5, 3
 ROBUST_Z = 4.0
@@ -681,6 +682,8 @@ def _detect_straggler(a: _Analysis) -> list[_Hit]:
                 ):
                     return False
                 z = peers.z(slot, s.value)
+                if s.value <= IDLE_CEILING[metric]:
+                    return False  # a GPU doing nothing has stopped (a hang or a dead rank), it is not slow
                 if s.value <= CLOCK_DROP * peer or (z <= -ROBUST_Z and s.value <= Z_DROP * peer):
                     return True
                 return metric in (SM_ACTIVE, TENSOR_ACTIVE, GPU_UTIL) and z >= ROBUST_Z and s.value >= Z_RISE * peer

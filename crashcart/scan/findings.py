@@ -23,6 +23,7 @@ _TB_HEADERS = ("Traceback (most recent call last)", "During handling of", "The a
 _EXC_LINE = re.compile(r"^(?P<exception>[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Failure|Warning)?)(?::\s?(?P<message>.*))?$")
 _SUMMARY_FIELD = re.compile(r"^\s*(?P<key>time|host|rank|exitcode|error_file|traceback)\s*:\s*(?P<value>.*)$")
 _RANK_LOCAL = re.compile(r"(?P<rank>-?\d+)\s*\(local_rank:\s*(?P<local_rank>\d+)\)")
+_HOSTNAME = re.compile(r"[A-Za-z][A-Za-z0-9_.-]*")
 _EXIT_PID = re.compile(r"(?P<exitcode>-?\d+)\s*(?:\(pid:\s*(?P<pid>\d+)\))?")
 
 
@@ -194,7 +195,9 @@ def _make_finding(
     rank = _int(fields.get("rank"))
     if rank is None:
         rank = pre.rank if pre.rank is not None else bf.rank
-    node = fields.get("host") or fields.get("node") or pre.host
+    node = None if bf.kind == "kernel_log" and bf.host else fields.get("host") or fields.get("node") or pre.host
+    if node is not None and not _HOSTNAME.fullmatch(node):
+        node = None  # e.g. a Lustre server NID "10.20.33.61@o2ib2" is not one of the job's nodes
     if node is None and bf.host:
         fields = {**fields, "_file_host": bf.host}
     gpu = None
