@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 from crashcart.models import Evidence, Finding, Group, Topology
 from crashcart.scan.catalogue import load_catalogue
 
-SEVERITY_WEIGHT = {"P0": 50.0, "P1": 38.0, "P2": 38.0, "P3": 24.0, "info": 8.0}
+SEVERITY_WEIGHT = {"P0": 50.0, "P1": 38.0, "P2": 38.0, "P3": 32.0, "info": 8.0}
 GENERIC_WEIGHT = {"unknown": 8.0, "python_exception_rank_crash": 34.0}
 WATCHDOG_CLASSES = {"nccl_watchdog_timeout"}
 RECOVERY_GAP = timedelta(minutes=2)
@@ -244,7 +244,7 @@ def score(
     if t is not None and ranks and from_rank_logs:
         alive = [r for r in ranks if (rl := last.get(r)) and rl.time and rl.time - t > RECOVERY_GAP]
         if alive and len(alive) == len(ranks) and c.severity != "P0":
-            c.score -= 30
+            c.score -= 45
             c.penalties.append("the rank kept running long after it (recovered)")
 
 
