@@ -244,23 +244,24 @@ def score(
     if t is not None and ranks and from_rank_logs:
         alive = [r for r in ranks if (rl := last.get(r)) and rl.time and rl.time - t > RECOVERY_GAP]
         if alive and len(alive) == len(ranks) and c.severity != "P0":
-            c.score -= 45
+            c.score -= 60
             c.penalties.append("the rank kept running long after it (recovered)")
 
 
 def _downstream(c: Candidate, findings: list[Finding]) -> bool:
-    """Every finding of ``c`` comes after a cascade line of the same rank in the same file."""
+    """Most findings of ``c`` come after a symptom line of the same rank in the same file."""
     first_symptom: dict[tuple[str, int | None], int] = {}
     own = {f.id for f in c.findings}
     for f in findings:
         if f.role in {"cascade", "teardown"} and f.id not in own:
             key = (f.evidence[0].file, f.rank)
             first_symptom[key] = min(first_symptom.get(key, f.evidence[0].line), f.evidence[0].line)
+    after = 0
     for f in c.findings:
         line = first_symptom.get((f.evidence[0].file, f.rank))
-        if line is None or line >= f.evidence[0].line:
-            return False
-    return bool(c.findings)
+        if line is not None and line < f.evidence[0].line:
+            after += 1
+    return bool(c.findings) and after >= 0.75 * len(c.findings)
 
 
 def _corroborating_kinds(c: Candidate, findings: list[Finding]) -> set[str]:

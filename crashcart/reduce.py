@@ -36,11 +36,56 @@ def reduce_offline(
     cands.sort(key=lambda c: (-c.score, c.time is None, c.time or datetime.max.astimezone(), c.class_id))
     best = cands[0] if cands else None
     if best is None or best.score < MIN_SCORE or best.generic and best.class_id == "unknown":
-        hang = _hang(pic, topo, findings, last)
-        if hang is not None and (best is None or best.score < MIN_SCORE + 20):
-            return _compose(hang, cands, groups, findings, topo, pic, last)
+        weak = best is None or best.score < MIN_SCORE + 20
+        for fallback in (_short_timeout(pic, findings), _hang(pic, topo, findings, last), _summary_hint(findings)):
+            if fallback is not None and weak:
+                return _compose(fallback, cands, groups, findings, topo, pic, last)
         return _unknown(cands, groups, findings, topo, pic)
     return _compose(best, [c for c in cands if c is not best], groups, findings, topo, pic, last)
+
+
+SHORT_TIMEOUT_MS = 300_000  # below both PyTorch defaults (10 and 30 minutes)
+
+
+def _short_timeout(pic: Picture, findings: list[Finding]) -> Candidate | None:
+    """Nothing failed, but the collective timeout is so short that slow legitimate work trips it."""
+    configured = [int(f.fields["timeout_ms"]) for f in findings if f.fields.get("timeout_ms", "").isdigit()]
+    if not configured or max(configured) >= SHORT_TIMEOUT_MS:
+        return None
+    wd = [f for f in findings if f.class_id == "nccl_watchdog_timeout" and f.fields.get("timeout_ms")]
+    c = Candidate("nccl_watchdog_timeout", wd[:3], [], score=MIN_SCORE + 5)
+    c.reasons.append(
+        f"the process-group timeout is only {max(configured) / 1000:.0f} s and no rank reported an error: "
+        "a slow step (validation, checkpointing) can exceed it"
+    )
+    return c
+
+
+_AGENT_KILLED = {"-15", "143", "-1", "-9", "137"}
+
+
+def _summary_hint(findings: list[Finding]) -> Candidate | None:
+    """Last resort: torchrun's "Root Cause" names a worker that exited with an error and printed nothing."""
+    heads = [f for f in findings if f.signature == "torchrun.root_cause" and f.fields.get("exitcode")]
+    heads = [f for f in heads if f.fields["exitcode"] not in _AGENT_KILLED and not f.fields["exitcode"].startswith("-")]
+    if not heads:
+        return None
+    head = min(heads, key=lambda f: (f.fields.get("failure_time", ""), f.evidence[0].file, f.evidence[0].line))
+    file, line = head.evidence[0].file, head.evidence[0].line
+    block = [
+        f
+        for f in findings
+        if f.role == "context" and f.evidence[0].file == file and line < f.evidence[0].line <= line + 8
+        and ("exitcode" in f.fields or "local_rank" in f.fields)
+    ]
+    if not block:
+        return None
+    c = Candidate("torchelastic_childfailed_summary", block, [], score=MIN_SCORE + 5)
+    c.reasons.append(
+        f"no rank printed an error; torchrun's failure summary says rank {head.fields.get('rank', '?')} "
+        f"exited with code {head.fields['exitcode']} (a local hint, not proof of the cause)"
+    )
+    return c
 
 
 def _hang(pic: Picture, topo: Topology, findings: list[Finding], last: dict[int, RankLast]) -> Candidate | None:
