@@ -68,9 +68,12 @@ class Candidate:
     score: float = 0.0
     reasons: list[str] = field(default_factory=list)
     penalties: list[str] = field(default_factory=list)
+    lead: Finding | None = None  # the finding that speaks for the candidate, when not simply the first
 
     @property
     def first(self) -> Finding:
+        if self.lead is not None:
+            return self.lead
         timed = [f for f in self.findings if f.time is not None]
         if timed:
             return min(timed, key=lambda f: (f.time, f.evidence[0].file, f.evidence[0].line))  # type: ignore[arg-type, return-value]
@@ -123,18 +126,19 @@ def picture(findings: list[Finding], topo: Topology) -> Picture:
             f"watchdog fired after {pic.timeout_ms / 1000:.0f} s, so the collective started near "
             f"{pic.lookback_start:%H:%M:%S}; looked there first"
         )
-    if not wd:
+    if not wd and not any(f.class_id == "collective_mismatch_desync" for f in findings):
         return pic
     known = set(topo.ranks)
     world = topo.world_size or (max(known) + 1 if known else 0)
-    if world and len(pic.timed_out) >= max(2, world // 2):
+    if wd and world and len(pic.timed_out) >= max(2, world // 2):
         missing = {r for r in range(world) if r not in pic.timed_out}
         if missing and len(missing) <= max(1, world // 4):
             pic.suspects = {r: "printed no watchdog timeout while the others did" for r in sorted(missing)}
             pic.suspect_kind = "missing"
     seqs = _per_rank(wd, "seq")
     dones = _per_rank(wd, "done")
-    ops = {f.rank: f.fields["op"] for f in wd if f.rank is not None and f.fields.get("op")}
+    desync = [f for f in findings if f.class_id == "collective_mismatch_desync"]
+    ops = {f.rank: f.fields["op"] for f in [*wd, *desync] if f.rank is not None and f.fields.get("op")}
     if len(set(ops.values())) > 1:
         common, _ = Counter(ops.values()).most_common(1)[0]
         odd = {r: f"waits in {op} while the others wait in {common}" for r, op in ops.items() if op != common}

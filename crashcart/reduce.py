@@ -125,7 +125,9 @@ def _culprit(c: Candidate, topo: Topology) -> Culprit:
     nodes = c.nodes
     node = first.node if len(nodes) <= 1 or len(nodes) * 3 <= max(len(topo.nodes), 1) else None
     ranks = c.ranks
-    rank = first.rank if first.rank is not None and len(ranks) <= 2 else None
+    rank = first.rank if first.rank is not None and (len(ranks) <= 2 or c.lead is not None) else None
+    if c.lead is not None and first.node:
+        node = first.node
     gpu = first.gpu
     if gpu is None and rank is not None and rank in topo.ranks and first.node == topo.ranks[rank].node:
         gpu = None  # a rank's GPU is only named when a line names it; see _support
@@ -173,6 +175,11 @@ def _compose(
     pic: Picture,
     last: dict[int, RankLast],
 ) -> Diagnosis:
+    odd = root.ranks & pic.suspect_ranks
+    if len(root.ranks) > 2 and len(odd) == 1:  # every rank reports it; the odd rank is the culprit
+        r = odd.pop()
+        root.lead = min((f for f in root.findings if f.rank == r), key=lambda f: (f.evidence[0].file, f.evidence[0].line))
+        root.reasons.append(f"rank {r} {pic.suspects[r]}")
     culprit = _culprit(root, topo)
     first = root.first
     root_ids = [ev.id for ev in first.evidence]

@@ -201,7 +201,7 @@ def _make_finding(
     if node is None and bf.host:
         fields = {**fields, "_file_host": bf.host}
     gpu = None
-    for key in ("pci", "busid"):
+    for key in ("pci", "gpu_pci", "busid"):
         if fields.get(key):
             gpu = canonical_pci(fields[key])
             if gpu:
