@@ -315,14 +315,27 @@ def versions(findings: list[Finding]) -> tuple[str, dict[str, str], list[Finding
 
 
 def hardware_first(cands: list[Candidate]) -> None:
-    """TAXONOMY §1 rule 7: a hardware fault on a node explains software errors on that node."""
+    """TAXONOMY §1 rule 7: a hardware fault on a node explains software errors on that node.
+
+    Two more same-event rules: the kernel's own report of a hardware fault outranks a rank's report of
+    it, and under Kubernetes an OOMKilled record names the kernel OOM kill it came from.
+    """
     cat = load_catalogue()
+    by_class = {c.class_id: c for c in cands}
+    k8s, oom = by_class.get("k8s_pod_eviction_or_oomkilled"), by_class.get("host_oom_kill")
+    if k8s is not None and oom is not None:
+        k8s.score += 10
+        k8s.reasons.append("Kubernetes recorded the kernel OOM kill")
 
     def hw(c: Candidate) -> bool:
         info = cat.classes.get(c.class_id)
         return bool(info and info.hardware) and c.severity == "P0"
 
     hardware = [c for c in cands if hw(c) and c.nodes]
+    for h in hardware:
+        if all(_source_of(f) == "kernel" or f.signature.startswith("kernel.") for f in h.findings):
+            h.score += 6
+            h.reasons.append("reported by the kernel itself")
     for c in cands:
         if hw(c) or not c.nodes:
             continue

@@ -10,9 +10,29 @@ from __future__ import annotations
 from collections import defaultdict
 from datetime import datetime
 
-from crashcart.causal import Candidate, Picture, RankLast, candidates, hardware_first, picture, score, versions
-from crashcart.models import Claim, Culprit, Diagnosis, Finding, Group, Hypothesis, TimelineEntry, Topology
+from crashcart.causal import (
+    Candidate,
+    Picture,
+    RankLast,
+    candidates,
+    hardware_first,
+    picture,
+    score,
+    versions,
+)
+from crashcart.models import (
+    Claim,
+    Culprit,
+    Diagnosis,
+    Evidence,
+    Finding,
+    Group,
+    Hypothesis,
+    TimelineEntry,
+    Topology,
+)
 from crashcart.scan.catalogue import load_catalogue
+from crashcart.verify import gpu_named, node_named, rank_named
 
 MIN_SCORE = 30.0
 MAX_TIMELINE = 24
@@ -35,9 +55,15 @@ def reduce_offline(
     hardware_first(cands)
     cands.sort(key=lambda c: (-c.score, c.time is None, c.time or datetime.max.astimezone(), c.class_id))
     best = cands[0] if cands else None
-    if best is None or best.score < MIN_SCORE or best.generic and best.class_id == "unknown":
+    if best is None or best.score < MIN_SCORE or (best.generic and best.class_id == "unknown"):
         weak = best is None or best.score < MIN_SCORE + 20
-        for fallback in (_short_timeout(pic, findings), _hang(pic, topo, findings, last), _summary_hint(findings)):
+        fallbacks = (
+            _short_timeout(pic, findings),
+            _hang(pic, topo, findings, last),
+            _lone_cascade(findings, topo),
+            _summary_hint(findings),
+        )
+        for fallback in fallbacks:
             if fallback is not None and weak:
                 return _compose(fallback, cands, groups, findings, topo, pic, last)
         return _unknown(cands, groups, findings, topo, pic)
@@ -58,6 +84,28 @@ def _short_timeout(pic: Picture, findings: list[Finding]) -> Candidate | None:
         f"the process-group timeout is only {max(configured) / 1000:.0f} s and no rank reported an error: "
         "a slow step (validation, checkpointing) can exceed it"
     )
+    return c
+
+
+LONE_CLASSES = {"nccl_remote_peer_failure", "ib_completion_error", "nccl_watchdog_stuck_heartbeat"}
+
+
+def _lone_cascade(findings: list[Finding], topo: Topology) -> Candidate | None:
+    """No root line, but the earliest symptom is a peer/network error on one rank only: report it."""
+    timed = [f for f in findings if f.role == "cascade" and f.time is not None]
+    if not timed:
+        return None
+    first = min(timed, key=lambda f: (f.time, f.evidence[0].file, f.evidence[0].line))  # type: ignore[arg-type, return-value]
+    if first.class_id not in LONE_CLASSES or first.rank is None:
+        return None
+    same = [f for f in findings if f.class_id == first.class_id]
+    ranks = {f.rank for f in same if f.rank is not None}
+    world = topo.world_size or len(topo.ranks) or 1
+    if len(ranks) > max(1, world // 4):
+        return None
+    c = Candidate(first.class_id, [f for f in same if f.rank == first.rank], [], score=MIN_SCORE + 5)
+    c.lead = first
+    c.reasons.append(f"the first error of the incident, on rank {first.rank} only; no other cause was found")
     return c
 
 
@@ -138,16 +186,29 @@ def _culprit(c: Candidate, topo: Topology) -> Culprit:
     return Culprit(node=node, rank=rank, gpu=gpu)
 
 
-def _support(culprit: Culprit, c: Candidate, findings: list[Finding]) -> list[str]:
-    """Evidence ids of context lines that tie the culprit rank to its node and GPU (NCCL init)."""
-    if culprit.rank is None:
-        return []
+def _support(culprit: Culprit, c: Candidate, findings: list[Finding], cited: list[Evidence]) -> list[str]:
+    """Context lines that tie the culprit to what the root lines say (NCCL init: rank -> host, GPU)."""
+    out: list[str] = []
+    texts = [(e.file, e.text) for e in cited]
+    need_rank = culprit.rank is not None and not any(rank_named(culprit.rank, f, t) for f, t in texts)
+    need_node = culprit.node is not None and not any(node_named(culprit.node, f, t) for f, t in texts)
+    need_gpu = culprit.gpu is not None and not any(gpu_named(culprit.gpu, t) for _, t in texts)
+    files = {e.file for e in cited}
     for f in findings:
-        if f.role == "context" and f.rank == culprit.rank and f.fields.get("host") and (
-            f.fields.get("busid") or f.fields.get("pci") or culprit.gpu is None
-        ):
-            return [f.evidence[0].id]
-    return []
+        if f.role != "context" or not (need_rank or need_node or need_gpu):
+            continue
+        ev = f.evidence[0]
+        names_rank = culprit.rank is not None and f.rank == culprit.rank and rank_named(culprit.rank, ev.file, ev.text)
+        names_node = culprit.node is not None and node_named(culprit.node, ev.file, ev.text)
+        names_gpu = culprit.gpu is not None and gpu_named(culprit.gpu, ev.text)
+        useful = (need_rank and names_rank) or (need_node and names_node) or (need_gpu and names_gpu)
+        related = (f.rank == culprit.rank and culprit.rank is not None) or ev.file in files
+        if useful and related:
+            out.append(ev.id)
+            need_rank = need_rank and not names_rank
+            need_node = need_node and not names_node
+            need_gpu = need_gpu and not names_gpu
+    return out
 
 
 def _when(t: datetime | None) -> str:
@@ -186,7 +247,9 @@ def _compose(
     for f in root.findings:  # one more exemplar from another source, if any
         if f is not first and f.evidence[0].file != first.evidence[0].file and len(root_ids) < 4:
             root_ids.append(f.evidence[0].id)
-    root_ids += [i for i in _support(culprit, root, findings) if i not in root_ids]
+    registry = {ev.id: ev for f in [*root.findings, *findings] for ev in f.evidence}
+    cited = [registry[i] for i in root_ids if i in registry]
+    root_ids += [i for i in _support(culprit, root, findings, cited) if i not in root_ids]
     explained_nodes = root.nodes | ({culprit.node} if culprit.node else set())
     contributing: list[Claim] = []
     hypotheses: list[Hypothesis] = []

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 
+from crashcart import prefix
 from crashcart.bundle import Manifest
 from crashcart.gpuid import canonical_pci
 from crashcart.models import BundleFile, Finding, RankInfo, Topology
@@ -76,12 +77,32 @@ def infer_topology(files: list[BundleFile], findings: list[Finding], manifest: M
     return Topology(world_size=world, ranks=ranks, nodes=nodes, sources=sorted(sources))
 
 
+def node_aliases(findings: list[Finding], nodes: list[str]) -> dict[str, str]:
+    """Other names of a node: a pod's name (``kubectl describe`` "Node:" line), a node's FQDN."""
+    aliases: dict[str, str] = {}
+    for f in findings:
+        if f.signature == "k8s.describe_node" and f.fields.get("host"):
+            pod = prefix.host_of_path(f.evidence[0].file)
+            if pod:
+                aliases[pod] = f.fields["host"]
+    short = {n.split(".")[0]: n for n in nodes}
+    for f in findings:
+        if f.node and "." in f.node and f.node.split(".")[0] in short:
+            aliases[f.node] = short[f.node.split(".")[0]]
+    return aliases
+
+
 def attribute(findings: list[Finding], topo: Topology) -> list[Finding]:
     """Fill node from rank, and rank from (node, GPU), where the topology establishes them."""
     by_node_gpu = {(i.node, i.gpu): r for r, i in topo.ranks.items() if i.node and i.gpu}
+    aliases = node_aliases(findings, topo.nodes)
     out: list[Finding] = []
     for f in findings:
         update: dict[str, object] = {}
+        if f.node in aliases:
+            f = f.model_copy(update={"node": aliases[f.node]})
+        elif f.node is None and f.fields.get("_file_host") in aliases:
+            f = f.model_copy(update={"node": aliases[f.fields["_file_host"]]})
         info = topo.ranks.get(f.rank) if f.rank is not None else None
         if f.node is None and info is not None and info.node:
             update["node"] = info.node
