@@ -23,15 +23,15 @@ from crashcart.errors import EmptyBundle, NoLogsFound
 from crashcart.models import BundleFile, ClockKind, FileKind, SkippedFile
 from crashcart.settings import BundleLimits
 
-SCANNED_KINDS: frozenset[FileKind] = frozenset(
-    {"rank_log", "combined_log", "kernel_log", "scheduler", "log"}
-)
+SCANNED_KINDS: frozenset[FileKind] = frozenset({"rank_log", "combined_log", "kernel_log", "scheduler", "log"})
 HEAD_BYTES = 64 * 1024
 
 _ANSI = re.compile(rb"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
 _TRUNCATED = " …[line truncated]"
 _KERNEL_NAME = re.compile(r"(?:^|[/_.-])(dmesg|kern|kernel|journal|syslog|messages)(?:[/_.-]|$)", re.I)
-_SCHED_NAME = re.compile(r"(?:^|[/_.-])(sacct|scontrol|squeue|sinfo|events?|slurmctld|slurmd)(?:[/_.-]|$)", re.I)
+_SCHED_NAME = re.compile(
+    r"(?:^|[/_.-])(sacct|scontrol|squeue|sinfo|events?|slurmctld|slurmd)(?:[/_.-]|$)", re.I
+)
 _COMBINED_NAME = re.compile(r"(?:^|/)(slurm-\d+(?:_\d+)?\.(?:out|err|log)|.*\.(?:out|err))$", re.I)
 _KERNEL_CONTENT = re.compile(r"\bkernel: |NVRM: |^\[\s*\d+\.\d{6}\] |^\[(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) ")
 _SYSLOG_HOST = re.compile(
@@ -297,9 +297,13 @@ def _kind_of(path: str, head: bytes) -> tuple[FileKind | None, str | None]:
         return None, "binary data, not text"
     text = head[:16384].decode("utf-8", "replace")
     if suffix == ".csv" or (suffix == ".json" and "DCGM_" in text) or "DCGM_FI_" in text[:2000]:
-        return ("telemetry", None) if ("DCGM" in text or "clocks" in text or "temperature" in text) else (
-            "other",
-            None,
+        return (
+            ("telemetry", None)
+            if ("DCGM" in text or "clocks" in text or "temperature" in text)
+            else (
+                "other",
+                None,
+            )
         )
     if suffix in {".json", ".yaml", ".yml"} and ('"involvedObject"' in text or "involvedObject:" in text):
         return "scheduler", None
@@ -375,7 +379,9 @@ def _parse_manifest(path: Path) -> Manifest | None:
     for n in data.get("nodes") or []:
         if isinstance(n, dict) and isinstance(n.get("host"), str):
             kl = n.get("kernel_log")
-            nodes.append(NodeInfo(n["host"], _parse_dt(n.get("boot_time")), kl if isinstance(kl, str) else None))
+            nodes.append(
+                NodeInfo(n["host"], _parse_dt(n.get("boot_time")), kl if isinstance(kl, str) else None)
+            )
     rank_map: dict[int, str] = {}
     rm = data.get("rank_map")
     if isinstance(rm, dict):

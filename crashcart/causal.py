@@ -7,6 +7,7 @@ back by the timeout, find the odd rank, hardware beats software, teardown never 
 
 from __future__ import annotations
 
+import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -296,19 +297,28 @@ def _source_of(f: Finding) -> str:
     return "rank logs"
 
 
+def _version_key(v: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in re.findall(r"\d+", v)[:4])
+
+
 def versions(findings: list[Finding]) -> tuple[str, dict[str, str], list[Finding]] | None:
-    """A version that differs across hosts of one job (TAXONOMY class 36 rule), if any."""
-    for key in ("nccl_version", "driver_version", "cuda_version"):
+    """A version that differs across hosts of one job (TAXONOMY class 36 rule), if any.
+
+    The odd host is the one in the minority; on a tie, the one with the older version (a node that
+    missed an upgrade is the usual story).
+    """
+    for key in ("nccl_version", "driver_version", "cuda_driver_version", "cuda_version"):
         per_host: dict[str, dict[str, Finding]] = defaultdict(dict)
         for f in findings:
             v = f.fields.get(key)
             if f.role == "context" and v and f.node:
                 per_host[f.node].setdefault(v, f)
-        values = Counter(next(iter(vs)) for vs in per_host.values() if len(vs) == 1)
+        single = {h: next(iter(vs)) for h, vs in per_host.items() if len(vs) == 1}
+        values = Counter(single.values())
         if len(values) > 1 and len(per_host) > 1:
-            common = values.most_common(1)[0][0]
-            odd = {h: next(iter(vs)) for h, vs in per_host.items() if next(iter(vs)) != common}
-            evidence = [next(iter(per_host[h].values())) for h in sorted(odd)]
+            common = max(values, key=lambda v: (values[v], _version_key(v)))
+            odd = {h: v for h, v in single.items() if v != common}
+            evidence = [per_host[h][v] for h, v in sorted(odd.items())]
             normal = next(f for vs in per_host.values() for v, f in vs.items() if v == common)
             return key, odd, [*evidence, normal]
     return None
@@ -340,7 +350,9 @@ def hardware_first(cands: list[Candidate]) -> None:
         if hw(c) or not c.nodes:
             continue
         for h in hardware:
-            if c.nodes <= h.nodes and (h.time is None or c.time is None or abs(h.time - c.time) <= HARDWARE_WINDOW):
+            if c.nodes <= h.nodes and (
+                h.time is None or c.time is None or abs(h.time - c.time) <= HARDWARE_WINDOW
+            ):
                 c.score -= 15
                 c.penalties.append(f"explained by {h.class_id} on the same node")
                 break

@@ -27,7 +27,9 @@ PROGRESS_MIN_BYTES = 64 * 1024 * 1024
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="crashcart", description="Find and prove why a GPU training job died.")
     sub = p.add_subparsers(dest="command", required=True)
-    d = sub.add_parser("diagnose", help="diagnose an incident bundle (dir, .tar, .tar.gz, .zip or a log file)")
+    d = sub.add_parser(
+        "diagnose", help="diagnose an incident bundle (dir, .tar, .tar.gz, .zip or a log file)"
+    )
     d.add_argument("bundle", type=Path)
     d.add_argument("--engine", choices=["offline", "llm"], default=None)
     d.add_argument("--json", action="store_true", help="print diagnosis.json on stdout and nothing else")
@@ -127,7 +129,11 @@ def _diagnose(args: argparse.Namespace, settings: Settings, store: object, err: 
     task = None
     if size >= PROGRESS_MIN_BYTES and err.is_terminal:
         bar = Progress(
-            TextColumn("[bold]{task.description}"), BarColumn(), DownloadColumn(), TimeRemainingColumn(), console=err
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            DownloadColumn(),
+            TimeRemainingColumn(),
+            console=err,
         )
         task = bar.add_task("scanning", total=size)
         bar.start()
@@ -185,7 +191,9 @@ def _eval(args: argparse.Namespace, settings: Settings, err: Console) -> int:
         for r in results:
             got = r.got if r.class_ok else f"[red]{r.got}[/]"
             culprit = r.culprit if r.culprit_ok else f"[red]{r.culprit or '-'}[/]"
-            table.add_row(r.case, r.expected, got, culprit, yes[r.line_hit], yes[r.citations_ok], f"{r.seconds:.2f}")
+            table.add_row(
+                r.case, r.expected, got, culprit, yes[r.line_hit], yes[r.citations_ok], f"{r.seconds:.2f}"
+            )
         console.print(table)
         s = evaluate.summary(results)
         console.print(
@@ -214,8 +222,20 @@ def _list(rows: list, console: Console) -> None:  # type: ignore[type-arg]
     for col in ("id", "when", "job", "root cause", "culprit", "confidence", "runs"):
         table.add_column(col)
     for r in rows:
-        culprit = ", ".join(x for x in (r.culprit_node or "", f"rank {r.culprit_rank}" if r.culprit_rank is not None else "") if x)
-        table.add_row(r.id, f"{r.updated_at:%Y-%m-%d %H:%M}", r.job_id or "", r.root_class, culprit, f"{r.confidence:.2f}", str(r.runs))
+        culprit = ", ".join(
+            x
+            for x in (r.culprit_node or "", f"rank {r.culprit_rank}" if r.culprit_rank is not None else "")
+            if x
+        )
+        table.add_row(
+            r.id,
+            f"{r.updated_at:%Y-%m-%d %H:%M}",
+            r.job_id or "",
+            r.root_class,
+            culprit,
+            f"{r.confidence:.2f}",
+            str(r.runs),
+        )
     if not rows:
         console.print("no incidents")
         return

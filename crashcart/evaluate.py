@@ -39,7 +39,9 @@ class CaseResult:
 
     @property
     def passed(self) -> bool:
-        return self.error is None and self.class_ok and self.culprit_ok and self.line_hit and self.citations_ok
+        return (
+            self.error is None and self.class_ok and self.culprit_ok and self.line_hit and self.citations_ok
+        )
 
 
 def find_cases(dirs: list[Path]) -> list[Path]:
@@ -65,20 +67,37 @@ def score_case(name: str, doc: DiagnosisDocument, labels: dict[str, Any], second
         if exp is None:
             continue
         got = getattr(rc.culprit, key)
-        same = (canonical_pci(str(exp)) or str(exp)) == (canonical_pci(str(got)) or str(got)) if key == "gpu" and got else got == exp
+        same = (
+            (canonical_pci(str(exp)) or str(exp)) == (canonical_pci(str(got)) or str(got))
+            if key == "gpu" and got
+            else got == exp
+        )
         if not same:
             culprit_ok = False
             notes.append(f"culprit {key}: expected {exp}, got {got}")
     lines = {(str(x["file"]), int(x["line"])) for x in labels.get("root_cause_lines") or []}
     hit = not lines or any(
-        (c.file, n) in lines for c in rc.citations if c.verified for n in range(c.line, (c.end_line or c.line) + 1)
+        (c.file, n) in lines
+        for c in rc.citations
+        if c.verified
+        for n in range(c.line, (c.end_line or c.line) + 1)
     )
     if not hit:
         notes.append("no root-cause citation is one of the labelled lines")
-    shown = [*rc.citations, *(c for x in doc.contributing for c in x.citations), *(c for s in doc.symptoms for c in s.citations)]
+    shown = [
+        *rc.citations,
+        *(c for x in doc.contributing for c in x.citations),
+        *(c for s in doc.symptoms for c in s.citations),
+    ]
     cites_ok = all(c.verified for c in shown)
     culprit = ", ".join(
-        x for x in (rc.culprit.node or "", f"rank {rc.culprit.rank}" if rc.culprit.rank is not None else "", rc.culprit.gpu or "") if x
+        x
+        for x in (
+            rc.culprit.node or "",
+            f"rank {rc.culprit.rank}" if rc.culprit.rank is not None else "",
+            rc.culprit.gpu or "",
+        )
+        if x
     )
     return CaseResult(
         case=name,

@@ -36,7 +36,13 @@ def group_findings(findings: list[Finding]) -> list[Group]:
             tpl = templates[text] = template(text)
         buckets[(f.class_id, f.signature, tpl)].append(f)
     groups = [_make(key, sorted(members, key=_order)) for key, members in buckets.items()]
-    groups.sort(key=lambda g: (g.first_time is None, g.first_time.replace(tzinfo=None) if g.first_time else _MAX, g.key))
+    groups.sort(
+        key=lambda g: (
+            g.first_time is None,
+            g.first_time.replace(tzinfo=None) if g.first_time else _MAX,
+            g.key,
+        )
+    )
     return groups
 
 

@@ -135,21 +135,27 @@ def last_lines(bundle: Bundle, scanned: ScanResult, findings: list[Finding]) -> 
         if bf.kind not in {"rank_log", "combined_log", "log"}:
             continue
         ctx = clock_context(bundle, bf)
+        fallback: dict[int, tuple[int, str]] = {}
         for n, text in reversed(scanned.tails.get(bf.path, [])):
             if not text.strip():
                 continue
             p = prefix.view(text)
             rank = p.rank if p.rank is not None else bf.rank
-            if rank is None:
+            if rank is None or rank in out:
                 continue
-            rl = out.get(rank)
+            fallback.setdefault(rank, (n, text))
             parsed = parse_time(text, ctx)
-            if rl is None:
+            if parsed is not None and parsed.time is not None:
+                # the last line with a clock: progress, not the clock-less teardown noise after it
                 counter += 1
                 ev = Evidence(id=f"L{counter:05d}", file=bf.path, line=n, text=text)
-                out[rank] = RankLast(evidence=ev, time=parsed.time if parsed else None)
-            elif rl.time is None and parsed is not None and parsed.time is not None:
-                rl.time = parsed.time
+                out[rank] = RankLast(evidence=ev, time=parsed.time)
+        for rank, (n, text) in fallback.items():
+            if rank not in out:
+                counter += 1
+                out[rank] = RankLast(
+                    evidence=Evidence(id=f"L{counter:05d}", file=bf.path, line=n, text=text), time=None
+                )
     for f in findings:
         if f.rank is None or f.time is None:
             continue

@@ -35,6 +35,7 @@ from crashcart.scan.catalogue import load_catalogue
 from crashcart.verify import gpu_named, node_named, rank_named
 
 MIN_SCORE = 30.0
+NEIGHBOUR_LINES = 5
 MAX_TIMELINE = 24
 
 
@@ -47,7 +48,19 @@ def reduce_offline(
     mismatch = versions(findings)
     if mismatch is not None:
         key, odd, evidence = mismatch
-        cands.append(Candidate("software_version_mismatch", evidence, []))
+        existing = next((c for c in cands if c.class_id == "software_version_mismatch"), None)
+        found = Candidate("software_version_mismatch", evidence, [])
+        found.lead = evidence[0]
+        if existing is not None:  # an error line says "mismatch"; the version table says where
+            existing.findings = [*evidence, *existing.findings]
+            existing.lead = evidence[0]
+            found = existing
+        else:
+            cands.append(found)
+        found.reasons.append(
+            f"{key.replace('_', ' ')} differs across hosts: "
+            + ", ".join(f"{h} has {v}" for h, v in sorted(odd.items()))
+        )
     times = [c.time for c in cands if c.time is not None]
     earliest = min(times) if times else None
     for c in cands:
@@ -115,15 +128,23 @@ _AGENT_KILLED = {"-15", "143", "-1", "-9", "137"}
 def _summary_hint(findings: list[Finding]) -> Candidate | None:
     """Last resort: torchrun's "Root Cause" names a worker that exited with an error and printed nothing."""
     heads = [f for f in findings if f.signature == "torchrun.root_cause" and f.fields.get("exitcode")]
-    heads = [f for f in heads if f.fields["exitcode"] not in _AGENT_KILLED and not f.fields["exitcode"].startswith("-")]
+    heads = [
+        f
+        for f in heads
+        if f.fields["exitcode"] not in _AGENT_KILLED and not f.fields["exitcode"].startswith("-")
+    ]
     if not heads:
         return None
-    head = min(heads, key=lambda f: (f.fields.get("failure_time", ""), f.evidence[0].file, f.evidence[0].line))
+    head = min(
+        heads, key=lambda f: (f.fields.get("failure_time", ""), f.evidence[0].file, f.evidence[0].line)
+    )
     file, line = head.evidence[0].file, head.evidence[0].line
     block = [
         f
         for f in findings
-        if f.role == "context" and f.evidence[0].file == file and line < f.evidence[0].line <= line + 8
+        if f.role == "context"
+        and f.evidence[0].file == file
+        and line < f.evidence[0].line <= line + 8
         and ("exitcode" in f.fields or "local_rank" in f.fields)
     ]
     if not block:
@@ -136,7 +157,9 @@ def _summary_hint(findings: list[Finding]) -> Candidate | None:
     return c
 
 
-def _hang(pic: Picture, topo: Topology, findings: list[Finding], last: dict[int, RankLast]) -> Candidate | None:
+def _hang(
+    pic: Picture, topo: Topology, findings: list[Finding], last: dict[int, RankLast]
+) -> Candidate | None:
     """No root line, but one rank is odd: it hung, lagged or issued another collective."""
     if not pic.suspects or len(pic.suspects) > 2:
         return None
@@ -198,7 +221,9 @@ def _support(culprit: Culprit, c: Candidate, findings: list[Finding], cited: lis
         if f.role != "context" or not (need_rank or need_node or need_gpu):
             continue
         ev = f.evidence[0]
-        names_rank = culprit.rank is not None and f.rank == culprit.rank and rank_named(culprit.rank, ev.file, ev.text)
+        names_rank = (
+            culprit.rank is not None and f.rank == culprit.rank and rank_named(culprit.rank, ev.file, ev.text)
+        )
         names_node = culprit.node is not None and node_named(culprit.node, ev.file, ev.text)
         names_gpu = culprit.gpu is not None and gpu_named(culprit.gpu, ev.text)
         useful = (need_rank and names_rank) or (need_node and names_node) or (need_gpu and names_gpu)
@@ -220,7 +245,14 @@ def _summary(c: Candidate, culprit: Culprit) -> str:
     where = []
     if culprit.node:
         where.append(f"node {culprit.node}")
-    extra = [x for x in (f"rank {culprit.rank}" if culprit.rank is not None else "", f"GPU {culprit.gpu}" if culprit.gpu else "") if x]
+    extra = [
+        x
+        for x in (
+            f"rank {culprit.rank}" if culprit.rank is not None else "",
+            f"GPU {culprit.gpu}" if culprit.gpu else "",
+        )
+        if x
+    ]
     place = " on " + where[0] if where else ""
     if extra:
         place += f" ({', '.join(extra)})" if where else " on " + ", ".join(extra)
@@ -239,14 +271,26 @@ def _compose(
     odd = root.ranks & pic.suspect_ranks
     if len(root.ranks) > 2 and len(odd) == 1:  # every rank reports it; the odd rank is the culprit
         r = odd.pop()
-        root.lead = min((f for f in root.findings if f.rank == r), key=lambda f: (f.evidence[0].file, f.evidence[0].line))
+        root.lead = min(
+            (f for f in root.findings if f.rank == r), key=lambda f: (f.evidence[0].file, f.evidence[0].line)
+        )
         root.reasons.append(f"rank {r} {pic.suspects[r]}")
     culprit = _culprit(root, topo)
     first = root.first
     root_ids = [ev.id for ev in first.evidence]
+    near = [
+        f
+        for f in root.findings
+        if f is not first
+        and f.evidence[0].file == first.evidence[0].file
+        and 0 < abs(f.evidence[0].line - first.evidence[0].line) <= NEIGHBOUR_LINES
+    ]
+    for f in sorted(near, key=lambda f: f.evidence[0].line)[:2]:  # the same event, worded on the next lines
+        root_ids.append(f.evidence[0].id)
     for f in root.findings:  # one more exemplar from another source, if any
-        if f is not first and f.evidence[0].file != first.evidence[0].file and len(root_ids) < 4:
+        if f is not first and f.evidence[0].file != first.evidence[0].file and len(root_ids) < 5:
             root_ids.append(f.evidence[0].id)
+            break
     registry = {ev.id: ev for f in [*root.findings, *findings] for ev in f.evidence}
     cited = [registry[i] for i in root_ids if i in registry]
     root_ids += [i for i in _support(culprit, root, findings, cited) if i not in root_ids]
@@ -260,7 +304,14 @@ def _compose(
             contributing.append(_claim(c.class_id, c.first.summary + " (explained by the root cause)", c))
         else:
             why = "; ".join(c.penalties) or f"scored {c.score:.0f} vs {root.score:.0f}"
-            hypotheses.append(Hypothesis(class_id=c.class_id, score=round(c.score, 1), why_not=why, evidence_ids=[c.first.evidence[0].id]))
+            hypotheses.append(
+                Hypothesis(
+                    class_id=c.class_id,
+                    score=round(c.score, 1),
+                    why_not=why,
+                    evidence_ids=[c.first.evidence[0].id],
+                )
+            )
     conf = _confidence(root, others, pic, culprit)
     return Diagnosis(
         root_class=root.class_id,
@@ -291,9 +342,13 @@ def _unknown(
     ]
     reasons = list(pic.notes)
     if any(f.class_id == "unknown" and "kill" in f.signature for f in findings):
-        reasons.append("a process was SIGKILLed but no kernel or cgroup OOM line says why (could be OOM, scheduler, user)")
+        reasons.append(
+            "a process was SIGKILLed but no kernel or cgroup OOM line says why (could be OOM, scheduler, user)"
+        )
         if not any(h.class_id == "host_oom_kill" for h in hyps):
-            hyps.insert(0, Hypothesis(class_id="host_oom_kill", score=0.0, why_not="no OOM-killer line in the bundle"))
+            hyps.insert(
+                0, Hypothesis(class_id="host_oom_kill", score=0.0, why_not="no OOM-killer line in the bundle")
+            )
     if not cands:
         reasons.append("no line in the bundle names a cause; only symptoms were found")
     clue = cands[0].first.evidence[0].id if cands else None
@@ -358,7 +413,13 @@ def _symptoms(groups: list[Group], exclude: set[str]) -> list[Claim]:
         count = sum(g.count for g in gs)
         firsts = [g.first_time for g in gs if g.first_time]
         lasts = [g.last_time for g in gs if g.last_time]
-        who = _count(len(ranks), "rank") if ranks else _count(len(nodes), "node") if nodes else _count(count, "line")
+        who = (
+            _count(len(ranks), "rank")
+            if ranks
+            else _count(len(nodes), "node")
+            if nodes
+            else _count(count, "line")
+        )
         span = ""
         if firsts and lasts:
             span = f", {min(firsts):%H:%M:%S}–{max(lasts):%H:%M:%S}"
@@ -385,13 +446,22 @@ def _count(n: int, word: str) -> str:
 def _timeline(root: Candidate | None, groups: list[Group]) -> list[TimelineEntry]:
     entries: list[TimelineEntry] = []
     if root is not None:
-        entries.append(TimelineEntry(time=root.time, evidence_id=root.first.evidence[0].id, role="root_candidate", class_id=root.class_id))
+        entries.append(
+            TimelineEntry(
+                time=root.time,
+                evidence_id=root.first.evidence[0].id,
+                role="root_candidate",
+                class_id=root.class_id,
+            )
+        )
     seen = {e.evidence_id for e in entries}
     for g in groups:
         if g.exemplar.id in seen:
             continue
         seen.add(g.exemplar.id)
-        entries.append(TimelineEntry(time=g.first_time, evidence_id=g.exemplar.id, role=g.role, class_id=g.class_id))
+        entries.append(
+            TimelineEntry(time=g.first_time, evidence_id=g.exemplar.id, role=g.role, class_id=g.class_id)
+        )
     timed = sorted((e for e in entries if e.time is not None), key=lambda e: e.time)  # type: ignore[arg-type, return-value]
     untimed = [e for e in entries if e.time is None]
     return (timed + untimed)[:MAX_TIMELINE]

@@ -53,9 +53,7 @@ class StoreSettings(BaseModel):
 class Settings(BaseSettings):
     """Every setting CrashCart reads. Instantiate exactly once, at an entry point."""
 
-    model_config = SettingsConfigDict(
-        env_prefix="CRASHCART_", env_file=".env", extra="ignore", frozen=True
-    )
+    model_config = SettingsConfigDict(env_prefix="CRASHCART_", env_file=".env", extra="ignore", frozen=True)
 
     db: Path = Field(default_factory=lambda: _default_home() / "crashcart.db")
     work_dir: Path = Field(default_factory=lambda: _default_home() / "work")

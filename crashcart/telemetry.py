@@ -686,7 +686,11 @@ def _detect_straggler(a: _Analysis) -> list[_Hit]:
                     return False  # a GPU doing nothing has stopped (a hang or a dead rank), it is not slow
                 if s.value <= CLOCK_DROP * peer or (z <= -ROBUST_Z and s.value <= Z_DROP * peer):
                     return True
-                return metric in (SM_ACTIVE, TENSOR_ACTIVE, GPU_UTIL) and z >= ROBUST_Z and s.value >= Z_RISE * peer
+                return (
+                    metric in (SM_ACTIVE, TENSOR_ACTIVE, GPU_UTIL)
+                    and z >= ROBUST_Z
+                    and s.value >= Z_RISE * peer
+                )
 
             if (i := _first_run(points, STRAGGLER_RUN, judge)) is not None:
                 slot, s = points[i]

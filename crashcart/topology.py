@@ -69,7 +69,10 @@ def infer_topology(files: list[BundleFile], findings: list[Finding], manifest: M
             local_rank=local[r].most_common(1)[0][0] if local[r] else None,
             files=sorted(rank_files[r])[:8],
         )
-    nodes = sorted({i.node for i in ranks.values() if i.node} | {bf.host for bf in files if bf.host and bf.kind == "kernel_log"})
+    nodes = sorted(
+        {i.node for i in ranks.values() if i.node}
+        | {bf.host for bf in files if bf.host and bf.kind == "kernel_log"}
+    )
     if manifest is not None:
         nodes = sorted(set(nodes) | {n.host for n in manifest.nodes})
     if world is None and ranks:

@@ -69,14 +69,22 @@ def verify(diag: Diagnosis, registry: dict[str, Evidence], bundle: Bundle) -> Ve
     update: dict[str, object] = {
         "contributing": keep(diag.contributing),
         "symptoms": keep(diag.symptoms),
-        "hypotheses": [h.model_copy(update={"evidence_ids": [i for i in h.evidence_ids if i in ok]}) for h in diag.hypotheses],
+        "hypotheses": [
+            h.model_copy(update={"evidence_ids": [i for i in h.evidence_ids if i in ok]})
+            for h in diag.hypotheses
+        ],
         "timeline": [t for t in diag.timeline if t.evidence_id in ok],
         "root_evidence": root_ok,
     }
     if diag.root_class != "unknown" and not root_ok:
         notes.append(f"the evidence for {diag.root_class} did not verify, so no root cause is claimed")
-        update.update(root_class="unknown", culprit=Culprit(), confidence=0.0, time=None,
-                      summary="Root cause not established: its evidence did not verify against the bundle")
+        update.update(
+            root_class="unknown",
+            culprit=Culprit(),
+            confidence=0.0,
+            time=None,
+            summary="Root cause not established: its evidence did not verify against the bundle",
+        )
     else:
         texts = [(registry[i].file, registry[i].text) for i in root_ok]
         culprit, why = _proven_culprit(diag.culprit, texts)

@@ -47,7 +47,9 @@ class RunFacts:
 
 
 def _cite(c: Citation) -> DocCitation:
-    return DocCitation(file=c.file, line=c.line, end_line=c.end_line, text=c.text, verified=c.verified, status=c.status)
+    return DocCitation(
+        file=c.file, line=c.line, end_line=c.end_line, text=c.text, verified=c.verified, status=c.status
+    )
 
 
 def build_document(v: Verified, topo: Topology, facts: RunFacts) -> DiagnosisDocument:
@@ -79,7 +81,9 @@ def build_document(v: Verified, topo: Topology, facts: RunFacts) -> DiagnosisDoc
                 }
             ),
             "contributing": [
-                DocContributing.model_validate({"class": c.class_id, "summary": c.summary, "citations": many(c.evidence_ids)})
+                DocContributing.model_validate(
+                    {"class": c.class_id, "summary": c.summary, "citations": many(c.evidence_ids)}
+                )
                 for c in d.contributing
             ],
             "symptoms": [
@@ -129,7 +133,8 @@ def build_document(v: Verified, topo: Topology, facts: RunFacts) -> DiagnosisDoc
                 matcher=facts.matcher,
             ),
             "topology": {
-                str(r): {"node": i.node, "gpu": i.gpu, "local_rank": i.local_rank} for r, i in sorted(topo.ranks.items())
+                str(r): {"node": i.node, "gpu": i.gpu, "local_rank": i.local_rank}
+                for r, i in sorted(topo.ranks.items())
             },
             "reasoning": [*d.reasoning, *v.notes],
             "partial": d.partial,

@@ -39,13 +39,19 @@ def render(doc: DiagnosisDocument, console: Console) -> None:
     facts.add_column(style="bold")
     facts.add_column()
     if known:
-        facts.add_row("culprit", ", ".join(
-            x for x in (
-                f"node {cul.node}" if cul.node else "",
-                f"rank {cul.rank}" if cul.rank is not None else "",
-                f"GPU {cul.gpu}" if cul.gpu else "",
-            ) if x
-        ) or "not established")
+        facts.add_row(
+            "culprit",
+            ", ".join(
+                x
+                for x in (
+                    f"node {cul.node}" if cul.node else "",
+                    f"rank {cul.rank}" if cul.rank is not None else "",
+                    f"GPU {cul.gpu}" if cul.gpu else "",
+                )
+                if x
+            )
+            or "not established",
+        )
     facts.add_row("time", rc.time or "unknown")
     facts.add_row("confidence", _confidence(rc.confidence))
     if rc.severity:
@@ -54,7 +60,9 @@ def render(doc: DiagnosisDocument, console: Console) -> None:
     if rc.citations:
         lines.append(Text("Evidence", style="bold"))
         lines.extend(_citation(c) for c in rc.citations)
-    console.print(Panel(Group(*lines), title=title, title_align="left", border_style="red" if known else "yellow"))
+    console.print(
+        Panel(Group(*lines), title=title, title_align="left", border_style="red" if known else "yellow")
+    )
 
     if doc.contributing:
         console.print(Text("Contributing", style="bold"))
@@ -92,13 +100,23 @@ def render(doc: DiagnosisDocument, console: Console) -> None:
     )
     console.print(Text(cov, style="dim"))
     if st.citations_dropped:
-        console.print(Text(f"{st.citations_dropped} citation(s) could not be verified and are not shown as verified", style="yellow"))
+        console.print(
+            Text(
+                f"{st.citations_dropped} citation(s) could not be verified and are not shown as verified",
+                style="yellow",
+            )
+        )
     if st.skipped_files:
         shown = "; ".join(f"{s.path}: {s.reason}" for s in st.skipped_files[:5])
         more = f" (and {len(st.skipped_files) - 5} more)" if len(st.skipped_files) > 5 else ""
         console.print(Text(f"skipped {len(st.skipped_files)} file(s): {shown}{more}", style="yellow"))
     if st.unaligned_clocks:
-        console.print(Text("kept in file order (clock not aligned): " + ", ".join(st.unaligned_clocks[:5]), style="yellow"))
+        console.print(
+            Text(
+                "kept in file order (clock not aligned): " + ", ".join(st.unaligned_clocks[:5]),
+                style="yellow",
+            )
+        )
     console.print(Text(f"incident {doc.incident_id}", style="dim"))
 
 

@@ -20,7 +20,9 @@ from crashcart.scan.catalogue import Catalogue, Signature
 from crashcart.scan.reader import FileScan
 
 _TB_HEADERS = ("Traceback (most recent call last)", "During handling of", "The above exception")
-_EXC_LINE = re.compile(r"^(?P<exception>[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Failure|Warning)?)(?::\s?(?P<message>.*))?$")
+_EXC_LINE = re.compile(
+    r"^(?P<exception>[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Failure|Warning)?)(?::\s?(?P<message>.*))?$"
+)
 _SUMMARY_FIELD = re.compile(r"^\s*(?P<key>time|host|rank|exitcode|error_file|traceback)\s*:\s*(?P<value>.*)$")
 _RANK_LOCAL = re.compile(r"(?P<rank>-?\d+)\s*\(local_rank:\s*(?P<local_rank>\d+)\)")
 _HOSTNAME = re.compile(r"[A-Za-z][A-Za-z0-9_.-]*")
@@ -83,7 +85,11 @@ def build_findings(
     for sig, line, raw in chosen:
         if line in consumed and cat.signatures[sig].role != "context":
             continue
-        text = canonical_line(raw, bundle.limits.max_line_bytes) if raw is not None else _read1(bundle, bf.path, line)
+        text = (
+            canonical_line(raw, bundle.limits.max_line_bytes)
+            if raw is not None
+            else _read1(bundle, bf.path, line)
+        )
         if text is None:
             continue
         s = cat.signatures[sig]
@@ -195,7 +201,9 @@ def _make_finding(
     rank = _int(fields.get("rank"))
     if rank is None:
         rank = pre.rank if pre.rank is not None else bf.rank
-    node = None if bf.kind == "kernel_log" and bf.host else fields.get("host") or fields.get("node") or pre.host
+    node = (
+        None if bf.kind == "kernel_log" and bf.host else fields.get("host") or fields.get("node") or pre.host
+    )
     if node is not None and not _HOSTNAME.fullmatch(node):
         node = None  # e.g. a Lustre server NID "10.20.33.61@o2ib2" is not one of the job's nodes
     if node is None and bf.host:

@@ -59,7 +59,9 @@ def _init_worker(kind: str) -> None:
 def _work(job: tuple[str, str, int, int]) -> FileScan:
     physical, path, buffer_bytes, max_line = job
     assert _WORKER_MATCHER is not None
-    return scan_file(_WORKER_MATCHER, Path(physical), path, buffer_bytes=buffer_bytes, max_line_bytes=max_line)
+    return scan_file(
+        _WORKER_MATCHER, Path(physical), path, buffer_bytes=buffer_bytes, max_line_bytes=max_line
+    )
 
 
 def scan(bundle: Bundle, settings: ScanSettings, progress: Progress | None = None) -> ScanResult:
