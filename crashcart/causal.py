@@ -94,7 +94,10 @@ class Candidate:
 
     @property
     def severity(self) -> str:
-        return self.first.severity
+        if self.first.role != "context":
+            return self.first.severity
+        info = load_catalogue().classes.get(self.class_id)  # facts (a version table) speak for the class
+        return info.severity if info is not None else "info"
 
     @property
     def generic(self) -> bool:
