@@ -32,6 +32,7 @@ SLOW_CLASSES = frozenset(  # where a rank is expected to keep running after the 
     }
 )
 CONFIRMATION_DISCOUNT = 8.0
+RECOVERED_CAP = 15.0
 HARDWARE_WINDOW = timedelta(minutes=30)
 SLACK = timedelta(seconds=10)  # a root and the first symptoms often share a second
 INHERITED_SLACK = timedelta(minutes=2)  # a time taken from an earlier line is only a lower bound
@@ -252,7 +253,7 @@ def score(
     if t is not None and ranks and from_rank_logs:
         alive = [r for r in ranks if (rl := last.get(r)) and rl.time and rl.time - t > RECOVERY_GAP]
         if alive and len(alive) == len(ranks) and c.severity != "P0":
-            c.score -= 60
+            c.score = min(c.score - 60, RECOVERED_CAP)  # a recovered error explains no failure
             c.penalties.append("the rank kept running long after it (recovered)")
 
 
