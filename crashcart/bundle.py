@@ -29,9 +29,7 @@ HEAD_BYTES = 64 * 1024
 _ANSI = re.compile(rb"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
 _TRUNCATED = " …[line truncated]"
 _KERNEL_NAME = re.compile(r"(?:^|[/_.-])(dmesg|kern|kernel|journal|syslog|messages)(?:[/_.-]|$)", re.I)
-_SCHED_NAME = re.compile(
-    r"(?:^|[/_.-])(sacct|scontrol|squeue|sinfo|events?|slurmctld|slurmd)(?:[/_.-]|$)", re.I
-)
+_SCHED_NAME = re.compile(r"(?:^|[/_.-])(sacct|scontrol|squeue|sinfo|events?|slurmctld|slurmd)(?:[/_.-]|$)", re.I)
 _COMBINED_NAME = re.compile(r"(?:^|/)(slurm-\d+(?:_\d+)?\.(?:out|err|log)|.*\.(?:out|err))$", re.I)
 _KERNEL_CONTENT = re.compile(r"\bkernel: |NVRM: |^\[\s*\d+\.\d{6}\] |^\[(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) ")
 _SYSLOG_HOST = re.compile(
@@ -268,7 +266,7 @@ def _looks_binary(head: bytes) -> bool:
     if head.count(b"\x00") > len(head) // 100:
         return True
     sample = head[:8192]
-    control = sum(1 for b in sample if b < 9 or 13 < b < 32 and b != 27)
+    control = sum(1 for b in sample if b < 9 or (13 < b < 32 and b != 27))
     return control > len(sample) * 0.10
 
 
@@ -379,9 +377,7 @@ def _parse_manifest(path: Path) -> Manifest | None:
     for n in data.get("nodes") or []:
         if isinstance(n, dict) and isinstance(n.get("host"), str):
             kl = n.get("kernel_log")
-            nodes.append(
-                NodeInfo(n["host"], _parse_dt(n.get("boot_time")), kl if isinstance(kl, str) else None)
-            )
+            nodes.append(NodeInfo(n["host"], _parse_dt(n.get("boot_time")), kl if isinstance(kl, str) else None))
     rank_map: dict[int, str] = {}
     rm = data.get("rank_map")
     if isinstance(rm, dict):

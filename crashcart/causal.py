@@ -78,7 +78,7 @@ class Candidate:
             return self.lead
         timed = [f for f in self.findings if f.time is not None]
         if timed:
-            return min(timed, key=lambda f: (f.time, f.evidence[0].file, f.evidence[0].line))  # type: ignore[arg-type, return-value]
+            return min(timed, key=lambda f: (f.time, f.evidence[0].file, f.evidence[0].line))
         return min(self.findings, key=lambda f: (f.evidence[0].file, f.evidence[0].line))
 
     @property
@@ -152,8 +152,8 @@ def picture(findings: list[Finding], topo: Topology) -> Picture:
             pic.suspect_kind = "desync"
     for name, values in (("last completed work", dones), ("SeqNum", seqs)):
         if len(set(values.values())) > 1 and pic.suspect_kind != "desync":
-            common, _ = Counter(values.values()).most_common(1)[0]
-            low = {r: f"{name} {v} behind the others' {common}" for r, v in values.items() if v < common}
+            usual, _ = Counter(values.values()).most_common(1)[0]
+            low = {r: f"{name} {v} behind the others' {usual}" for r, v in values.items() if v < usual}
             if low and len(low) < len(values) / 2:
                 pic.suspects.update(low)
                 pic.suspect_kind = pic.suspect_kind or "lagging"
@@ -354,9 +354,7 @@ def hardware_first(cands: list[Candidate]) -> None:
         if hw(c) or not c.nodes:
             continue
         for h in hardware:
-            if c.nodes <= h.nodes and (
-                h.time is None or c.time is None or abs(h.time - c.time) <= HARDWARE_WINDOW
-            ):
+            if c.nodes <= h.nodes and (h.time is None or c.time is None or abs(h.time - c.time) <= HARDWARE_WINDOW):
                 c.score -= 15
                 c.penalties.append(f"explained by {h.class_id} on the same node")
                 break

@@ -27,9 +27,7 @@ PROGRESS_MIN_BYTES = 64 * 1024 * 1024
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="crashcart", description="Find and prove why a GPU training job died.")
     sub = p.add_subparsers(dest="command", required=True)
-    d = sub.add_parser(
-        "diagnose", help="diagnose an incident bundle (dir, .tar, .tar.gz, .zip or a log file)"
-    )
+    d = sub.add_parser("diagnose", help="diagnose an incident bundle (dir, .tar, .tar.gz, .zip or a log file)")
     d.add_argument("bundle", type=Path)
     d.add_argument("--engine", choices=["offline", "llm"], default=None)
     d.add_argument("--json", action="store_true", help="print diagnosis.json on stdout and nothing else")
@@ -191,9 +189,7 @@ def _eval(args: argparse.Namespace, settings: Settings, err: Console) -> int:
         for r in results:
             got = r.got if r.class_ok else f"[red]{r.got}[/]"
             culprit = r.culprit if r.culprit_ok else f"[red]{r.culprit or '-'}[/]"
-            table.add_row(
-                r.case, r.expected, got, culprit, yes[r.line_hit], yes[r.citations_ok], f"{r.seconds:.2f}"
-            )
+            table.add_row(r.case, r.expected, got, culprit, yes[r.line_hit], yes[r.citations_ok], f"{r.seconds:.2f}")
         console.print(table)
         s = evaluate.summary(results)
         console.print(
@@ -223,9 +219,7 @@ def _list(rows: list, console: Console) -> None:  # type: ignore[type-arg]
         table.add_column(col)
     for r in rows:
         culprit = ", ".join(
-            x
-            for x in (r.culprit_node or "", f"rank {r.culprit_rank}" if r.culprit_rank is not None else "")
-            if x
+            x for x in (r.culprit_node or "", f"rank {r.culprit_rank}" if r.culprit_rank is not None else "") if x
         )
         table.add_row(
             r.id,

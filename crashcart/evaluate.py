@@ -39,9 +39,7 @@ class CaseResult:
 
     @property
     def passed(self) -> bool:
-        return (
-            self.error is None and self.class_ok and self.culprit_ok and self.line_hit and self.citations_ok
-        )
+        return self.error is None and self.class_ok and self.culprit_ok and self.line_hit and self.citations_ok
 
 
 def find_cases(dirs: list[Path]) -> list[Path]:
@@ -77,10 +75,7 @@ def score_case(name: str, doc: DiagnosisDocument, labels: dict[str, Any], second
             notes.append(f"culprit {key}: expected {exp}, got {got}")
     lines = {(str(x["file"]), int(x["line"])) for x in labels.get("root_cause_lines") or []}
     hit = not lines or any(
-        (c.file, n) in lines
-        for c in rc.citations
-        if c.verified
-        for n in range(c.line, (c.end_line or c.line) + 1)
+        (c.file, n) in lines for c in rc.citations if c.verified for n in range(c.line, (c.end_line or c.line) + 1)
     )
     if not hit:
         notes.append("no root-cause citation is one of the labelled lines")

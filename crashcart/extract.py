@@ -298,8 +298,7 @@ class _Builder:
 
     def _too_big(self) -> None:
         raise BundleTooLarge(
-            f"{self.label} expands past {_human(self.limits.max_total_bytes)} "
-            "(limit CRASHCART_MAX_BUNDLE_BYTES)"
+            f"{self.label} expands past {_human(self.limits.max_total_bytes)} (limit CRASHCART_MAX_BUNDLE_BYTES)"
         )
 
     def on_stream(self, n: int) -> None:

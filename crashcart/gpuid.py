@@ -11,9 +11,7 @@ import re
 _FULL = re.compile(
     r"^(?:PCI:)?(?:(?P<dom>[0-9a-fA-F]{1,8}):)?(?P<bus>[0-9a-fA-F]{1,2}):(?P<dev>[0-9a-fA-F]{1,2})(?:\.(?P<fn>[0-7]))?$"
 )
-_NCCL = re.compile(
-    r"^(?P<dom>[0-9a-fA-F]{0,4}?)(?P<bus>[0-9a-fA-F]{2})(?P<dev>[0-9a-fA-F]{2})(?P<fn>[0-9a-fA-F])$"
-)
+_NCCL = re.compile(r"^(?P<dom>[0-9a-fA-F]{0,4}?)(?P<bus>[0-9a-fA-F]{2})(?P<dev>[0-9a-fA-F]{2})(?P<fn>[0-9a-fA-F])$")
 
 
 def canonical_pci(value: str) -> str | None:

@@ -108,7 +108,7 @@ def _lone_cascade(findings: list[Finding], topo: Topology) -> Candidate | None:
     timed = [f for f in findings if f.role == "cascade" and f.time is not None]
     if not timed:
         return None
-    first = min(timed, key=lambda f: (f.time, f.evidence[0].file, f.evidence[0].line))  # type: ignore[arg-type, return-value]
+    first = min(timed, key=lambda f: (f.time, f.evidence[0].file, f.evidence[0].line))
     if first.class_id not in LONE_CLASSES or first.rank is None:
         return None
     same = [f for f in findings if f.class_id == first.class_id]
@@ -128,16 +128,10 @@ _AGENT_KILLED = {"-15", "143", "-1", "-9", "137"}
 def _summary_hint(findings: list[Finding]) -> Candidate | None:
     """Last resort: torchrun's "Root Cause" names a worker that exited with an error and printed nothing."""
     heads = [f for f in findings if f.signature == "torchrun.root_cause" and f.fields.get("exitcode")]
-    heads = [
-        f
-        for f in heads
-        if f.fields["exitcode"] not in _AGENT_KILLED and not f.fields["exitcode"].startswith("-")
-    ]
+    heads = [f for f in heads if f.fields["exitcode"] not in _AGENT_KILLED and not f.fields["exitcode"].startswith("-")]
     if not heads:
         return None
-    head = min(
-        heads, key=lambda f: (f.fields.get("failure_time", ""), f.evidence[0].file, f.evidence[0].line)
-    )
+    head = min(heads, key=lambda f: (f.fields.get("failure_time", ""), f.evidence[0].file, f.evidence[0].line))
     file, line = head.evidence[0].file, head.evidence[0].line
     block = [
         f
@@ -157,9 +151,7 @@ def _summary_hint(findings: list[Finding]) -> Candidate | None:
     return c
 
 
-def _hang(
-    pic: Picture, topo: Topology, findings: list[Finding], last: dict[int, RankLast]
-) -> Candidate | None:
+def _hang(pic: Picture, topo: Topology, findings: list[Finding], last: dict[int, RankLast]) -> Candidate | None:
     """No root line, but one rank is odd: it hung, lagged or issued another collective."""
     if not pic.suspects or len(pic.suspects) > 2:
         return None
@@ -221,9 +213,7 @@ def _support(culprit: Culprit, c: Candidate, findings: list[Finding], cited: lis
         if f.role != "context" or not (need_rank or need_node or need_gpu):
             continue
         ev = f.evidence[0]
-        names_rank = (
-            culprit.rank is not None and f.rank == culprit.rank and rank_named(culprit.rank, ev.file, ev.text)
-        )
+        names_rank = culprit.rank is not None and f.rank == culprit.rank and rank_named(culprit.rank, ev.file, ev.text)
         names_node = culprit.node is not None and node_named(culprit.node, ev.file, ev.text)
         names_gpu = culprit.gpu is not None and gpu_named(culprit.gpu, ev.text)
         useful = (need_rank and names_rank) or (need_node and names_node) or (need_gpu and names_gpu)
@@ -346,9 +336,7 @@ def _unknown(
             "a process was SIGKILLed but no kernel or cgroup OOM line says why (could be OOM, scheduler, user)"
         )
         if not any(h.class_id == "host_oom_kill" for h in hyps):
-            hyps.insert(
-                0, Hypothesis(class_id="host_oom_kill", score=0.0, why_not="no OOM-killer line in the bundle")
-            )
+            hyps.insert(0, Hypothesis(class_id="host_oom_kill", score=0.0, why_not="no OOM-killer line in the bundle"))
     if not cands:
         reasons.append("no line in the bundle names a cause; only symptoms were found")
     clue = cands[0].first.evidence[0].id if cands else None
@@ -413,13 +401,7 @@ def _symptoms(groups: list[Group], exclude: set[str]) -> list[Claim]:
         count = sum(g.count for g in gs)
         firsts = [g.first_time for g in gs if g.first_time]
         lasts = [g.last_time for g in gs if g.last_time]
-        who = (
-            _count(len(ranks), "rank")
-            if ranks
-            else _count(len(nodes), "node")
-            if nodes
-            else _count(count, "line")
-        )
+        who = _count(len(ranks), "rank") if ranks else _count(len(nodes), "node") if nodes else _count(count, "line")
         span = ""
         if firsts and lasts:
             span = f", {min(firsts):%H:%M:%S}–{max(lasts):%H:%M:%S}"
@@ -459,9 +441,7 @@ def _timeline(root: Candidate | None, groups: list[Group]) -> list[TimelineEntry
         if g.exemplar.id in seen:
             continue
         seen.add(g.exemplar.id)
-        entries.append(
-            TimelineEntry(time=g.first_time, evidence_id=g.exemplar.id, role=g.role, class_id=g.class_id)
-        )
+        entries.append(TimelineEntry(time=g.first_time, evidence_id=g.exemplar.id, role=g.role, class_id=g.class_id))
     timed = sorted((e for e in entries if e.time is not None), key=lambda e: e.time)  # type: ignore[arg-type, return-value]
     untimed = [e for e in entries if e.time is None]
     return (timed + untimed)[:MAX_TIMELINE]

@@ -544,9 +544,7 @@ class Store:
                 rows = (_child_row(item, diagnosis_id, seq) for seq, item in enumerate(items))
                 db.table(table).insert_all(rows)
             body = _search_body(document, files, findings, groups, citations)
-            db.table("search_text").insert(
-                {"diagnosis_id": diagnosis_id, "incident_id": incident_id, "body": body}
-            )
+            db.table("search_text").insert({"diagnosis_id": diagnosis_id, "incident_id": incident_id, "body": body})
         return str(incident_id)
 
     def get(self, incident_id: str) -> StoredIncident:
@@ -565,9 +563,7 @@ class Store:
         """Incidents, most recently diagnosed first (a re-run moves an incident to the top)."""
         _check_limit(limit)
         with self._transaction("list", write=False) as db:
-            return _summaries(
-                db, "SELECT * FROM incidents ORDER BY updated_at DESC, rowid DESC LIMIT ?", [limit]
-            )
+            return _summaries(db, "SELECT * FROM incidents ORDER BY updated_at DESC, rowid DESC LIMIT ?", [limit])
 
     def search(self, text: str, limit: int = 20) -> builtins.list[IncidentSummary]:
         """Full-text search over every run's ids, classes, nodes, summaries and evidence text.
@@ -654,10 +650,6 @@ def _latest_diagnosis(db: Database, incident_id: str) -> dict[str, Any]:
     raise StoreError(f"get: incident {incident_id!r} has no stored run", incident_id=incident_id)
 
 
-def _summaries(
-    db: Database, sql: str, params: Sequence[Any] | dict[str, Any]
-) -> builtins.list[IncidentSummary]:
+def _summaries(db: Database, sql: str, params: Sequence[Any] | dict[str, Any]) -> builtins.list[IncidentSummary]:
     fields = IncidentSummary.model_fields
-    return [
-        IncidentSummary.model_validate({name: row[name] for name in fields}) for row in db.query(sql, params)
-    ]
+    return [IncidentSummary.model_validate({name: row[name] for name in fields}) for row in db.query(sql, params)]

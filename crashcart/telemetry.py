@@ -114,9 +114,7 @@ Z_DROP, Z_RISE = 0.85, 1.30  # a z-score outlier must also be >= 15% below / 30%
 STEP_SLOW, STEP_Z_SLOW = 1.30, 1.15
 COUNTER_JUMP, COUNTER_TOTAL = 10.0, 50.0  # NVLink CRC/replay, PCIe replay
 ECC_XIDS, NVLINK_XIDS = {48, 63, 64, 94, 95, 140}, {74, *range(144, 151)}
-_ECC = re.compile(
-    r"DCGM_FI_DEV_(ECC_DBE_(VOL|AGG)_\w+|UNCORRECTABLE_REMAPPED_ROWS|ROW_REMAP_FAILURE|RETIRED_DBE)"
-)
+_ECC = re.compile(r"DCGM_FI_DEV_(ECC_DBE_(VOL|AGG)_\w+|UNCORRECTABLE_REMAPPED_ROWS|ROW_REMAP_FAILURE|RETIRED_DBE)")
 _NVLINK = re.compile(r"DCGM_FI_DEV_NVLINK_(CRC_FLIT|CRC_DATA|REPLAY|RECOVERY)_ERROR_COUNT_(TOTAL|L\d+)")
 
 _NUM = re.compile(r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?")
@@ -560,9 +558,7 @@ def _within(low: float, high: float) -> Callable[[Sample], bool]:
     return lambda s: low <= s.value <= high
 
 
-def _first_run(
-    points: Sequence[tuple[int, Sample]], need: int, judge: Callable[[int, Sample], bool]
-) -> int | None:
+def _first_run(points: Sequence[tuple[int, Sample]], need: int, judge: Callable[[int, Sample], bool]) -> int | None:
     """Index of the first sample of the first run of ``need`` consecutive samples ``judge`` flags."""
     run = 0
     for i, (key, s) in enumerate(points):
@@ -670,35 +666,22 @@ def _detect_straggler(a: _Analysis) -> list[_Hit]:
         peers = a.peers(metric)
         for dev, points in a.points(metric):
 
-            def judge(
-                slot: int, s: Sample, dev: Dev = dev, metric: str = metric, peers: _Peers = peers
-            ) -> bool:
+            def judge(slot: int, s: Sample, dev: Dev = dev, metric: str = metric, peers: _Peers = peers) -> bool:
                 peer = peers.median(slot, s.value, 2)
-                if (
-                    peer is None
-                    or peer <= ACTIVE_FLOOR[metric]
-                    or a.hot(dev, slot)
-                    or a.flags(dev, slot) & GPU_IDLE
-                ):
+                if peer is None or peer <= ACTIVE_FLOOR[metric] or a.hot(dev, slot) or a.flags(dev, slot) & GPU_IDLE:
                     return False
                 z = peers.z(slot, s.value)
                 if s.value <= IDLE_CEILING[metric]:
                     return False  # a GPU doing nothing has stopped (a hang or a dead rank), it is not slow
                 if s.value <= CLOCK_DROP * peer or (z <= -ROBUST_Z and s.value <= Z_DROP * peer):
                     return True
-                return (
-                    metric in (SM_ACTIVE, TENSOR_ACTIVE, GPU_UTIL)
-                    and z >= ROBUST_Z
-                    and s.value >= Z_RISE * peer
-                )
+                return metric in (SM_ACTIVE, TENSOR_ACTIVE, GPU_UTIL) and z >= ROBUST_Z and s.value >= Z_RISE * peer
 
             if (i := _first_run(points, STRAGGLER_RUN, judge)) is not None:
                 slot, s = points[i]
                 _keep(
                     best,
-                    _straggler_hit(
-                        a, dev, metric, s, peers.median(slot, s.value, 2) or 0.0, peers.z(slot, s.value)
-                    ),
+                    _straggler_hit(a, dev, metric, s, peers.median(slot, s.value, 2) or 0.0, peers.z(slot, s.value)),
                 )
     for hit in _detect_step_stragglers(a):
         _keep(best, hit)
@@ -731,9 +714,7 @@ def _detect_step_stragglers(a: _Analysis) -> list[_Hit]:
             peer = peers.median(key, s.value, 2)
             if peer is None or peer <= 0:
                 return False
-            return s.value >= STEP_SLOW * peer or (
-                peers.z(key, s.value) >= ROBUST_Z and s.value >= STEP_Z_SLOW * peer
-            )
+            return s.value >= STEP_SLOW * peer or (peers.z(key, s.value) >= ROBUST_Z and s.value >= STEP_Z_SLOW * peer)
 
         if (i := _first_run(points, STEP_RUN, judge)) is None:
             continue
@@ -828,9 +809,7 @@ def _xid_hits(dev: Dev, samples: list[Sample]) -> Iterable[_Hit]:
             class_id = "gpu_memory_ecc_uncorrectable" if ecc else "gpu_nvlink_error"
             signature = "telemetry.ecc_uncorrectable" if ecc else "telemetry.nvlink_errors"
             summary = f"{_where(dev)}: DCGM reports Xid {xid}"
-            yield _Hit(
-                class_id, signature, "P0", dev, cur, summary, {"metric": XID, "xid": str(xid)}, [prev.line]
-            )
+            yield _Hit(class_id, signature, "P0", dev, cur, summary, {"metric": XID, "xid": str(xid)}, [prev.line])
 
 
 # --- public API -------------------------------------------------------------------------------------
@@ -882,9 +861,7 @@ def _gpu_order(gpu: str) -> tuple[int, str]:
 
 def _finding(path: str, lines: Sequence[str], hit: _Hit, rank: int | None) -> Finding | None:
     numbers = dict.fromkeys([hit.sample.line, *hit.baseline])
-    evidence = [
-        Evidence(id="", file=path, line=n, text=lines[n - 1]) for n in numbers if 1 <= n <= len(lines)
-    ]
+    evidence = [Evidence(id="", file=path, line=n, text=lines[n - 1]) for n in numbers if 1 <= n <= len(lines)]
     if not evidence:
         return None
     return Finding(

@@ -41,9 +41,9 @@ def infer_topology(files: list[BundleFile], findings: list[Finding], manifest: M
         comm = f.fields.get("nranks", "")
         if comm.isdigit() and world is not None and int(comm) != world:
             continue  # a sub-communicator: its ranks are not global ranks
-        host = f.fields.get("host")
-        if host:
-            hosts[f.rank][host] += 5
+        said = f.fields.get("host")
+        if said:
+            hosts[f.rank][said] += 5
             sources.add("NCCL init lines" if "nranks" in f.fields else "torchrun summaries")
         pci = canonical_pci(f.fields.get("busid", "") or f.fields.get("pci", ""))
         if pci:
@@ -70,8 +70,7 @@ def infer_topology(files: list[BundleFile], findings: list[Finding], manifest: M
             files=sorted(rank_files[r])[:8],
         )
     nodes = sorted(
-        {i.node for i in ranks.values() if i.node}
-        | {bf.host for bf in files if bf.host and bf.kind == "kernel_log"}
+        {i.node for i in ranks.values() if i.node} | {bf.host for bf in files if bf.host and bf.kind == "kernel_log"}
     )
     if manifest is not None:
         nodes = sorted(set(nodes) | {n.host for n in manifest.nodes})

@@ -70,8 +70,7 @@ def verify(diag: Diagnosis, registry: dict[str, Evidence], bundle: Bundle) -> Ve
         "contributing": keep(diag.contributing),
         "symptoms": keep(diag.symptoms),
         "hypotheses": [
-            h.model_copy(update={"evidence_ids": [i for i in h.evidence_ids if i in ok]})
-            for h in diag.hypotheses
+            h.model_copy(update={"evidence_ids": [i for i in h.evidence_ids if i in ok]}) for h in diag.hypotheses
         ],
         "timeline": [t for t in diag.timeline if t.evidence_id in ok],
         "root_evidence": root_ok,

@@ -6,7 +6,9 @@ import codecs
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings as hsettings, strategies as st
+from hypothesis import given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
 
 from crashcart.bundle import Bundle, LineIndex, canonical_line, open_bundle
 from crashcart.errors import EmptyBundle, NoLogsFound
@@ -46,13 +48,22 @@ def test_read_lines_matches_naive_split(make_bundle, tmp_path: Path) -> None:  #
     with _bundle_for(root, tmp_path) as b:
         assert b.read_lines("rank-0.log", 1) == ["line 1"]
         assert b.read_lines("rank-0.log", 499, 501) == ["line 499", "line 500"]
-        b.set_index("rank-0.log", LineIndex(checkpoints=[(1, 0), (101, len("".join(content.splitlines(True)[:100])))], lines=500))
+        b.set_index(
+            "rank-0.log",
+            LineIndex(checkpoints=[(1, 0), (101, len("".join(content.splitlines(True)[:100])))], lines=500),
+        )
         assert b.read_lines("rank-0.log", 250, 251) == ["line 250", "line 251"]
         assert b.read_lines("rank-0.log", 0) == []
 
 
 @hsettings(max_examples=40, deadline=None)
-@given(st.lists(st.binary(max_size=40).map(lambda b: b.replace(b"\n", b"").replace(b"\x00", b"")), min_size=1, max_size=30))
+@given(
+    st.lists(
+        st.binary(max_size=40).map(lambda b: b.replace(b"\n", b"").replace(b"\x00", b"")),
+        min_size=1,
+        max_size=30,
+    )
+)
 def test_read_lines_property(tmp_path_factory: pytest.TempPathFactory, lines: list[bytes]) -> None:
     root = tmp_path_factory.mktemp("b")
     data = b"\n".join(lines) + b"\n"

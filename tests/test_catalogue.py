@@ -1,8 +1,6 @@
 """The signature catalogue: every example matches (Python ``re`` and hyperscan), counter-examples don't,
 every TAXONOMY class is reachable, benign logs stay quiet, and the loader API behaves."""
 
-# ruff: noqa: E501 (log lines below are kept verbatim, however long)
-
 from __future__ import annotations
 
 import re

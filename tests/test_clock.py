@@ -16,9 +16,7 @@ from crashcart.clock import ClockContext, ParsedTime, detect_clock, infer_year, 
 from crashcart.models import ClockKind
 
 
-def utc(
-    year: int, month: int, day: int, hour: int = 0, minute: int = 0, second: int = 0, micro: int = 0
-) -> datetime:
+def utc(year: int, month: int, day: int, hour: int = 0, minute: int = 0, second: int = 0, micro: int = 0) -> datetime:
     return datetime(year, month, day, hour, minute, second, micro, tzinfo=UTC)
 
 
@@ -67,8 +65,7 @@ ABSOLUTE = [
     ),
     (
         "srun-slurmstepd",
-        "3: slurmstepd: error: *** STEP 12.0 ON gpu-node-017 CANCELLED AT 2026-11-30T02:13:07 "
-        "DUE TO TIME LIMIT ***",
+        "3: slurmstepd: error: *** STEP 12.0 ON gpu-node-017 CANCELLED AT 2026-11-30T02:13:07 DUE TO TIME LIMIT ***",
         T,
         None,
     ),
@@ -98,9 +95,7 @@ ABSOLUTE = [
 ]
 
 
-@pytest.mark.parametrize(
-    ("line", "expected", "text"), [c[1:] for c in ABSOLUTE], ids=[c[0] for c in ABSOLUTE]
-)
+@pytest.mark.parametrize(("line", "expected", "text"), [c[1:] for c in ABSOLUTE], ids=[c[0] for c in ABSOLUTE])
 def test_absolute_formats(line: str, expected: datetime, text: str | None) -> None:
     got = parse_time(line)
     assert got is not None

@@ -353,9 +353,7 @@ def test_zip_symlink_and_encrypted_entries_are_skipped(tmp_path: Path, work: Pat
     link = zipfile.ZipInfo("link.log")
     link.create_system = 3
     link.external_attr = (0o120777) << 16
-    src = make_zip(
-        tmp_path / "b.zip", [("rank-0.log", b"ok\n"), (link, b"/etc/passwd"), ("locked.log", b"x")]
-    )
+    src = make_zip(tmp_path / "b.zip", [("rank-0.log", b"ok\n"), (link, b"/etc/passwd"), ("locked.log", b"x")])
     _mark_encrypted(src, "locked.log")
     mat = materialize(src, work, LIMITS)
     assert paths(mat) == ["rank-0.log"]
@@ -431,11 +429,7 @@ def test_gz_member_bomb_in_directory(tmp_path: Path, work: Path) -> None:
 @pytest.mark.parametrize("kind", ["tgz", "zip"])
 def test_too_many_files(tmp_path: Path, work: Path, kind: str) -> None:
     entries = [(f"rank-{i}.log", b"x\n") for i in range(6)]
-    src = (
-        make_tar(tmp_path / "b.tgz", entries, "w:gz")
-        if kind == "tgz"
-        else make_zip(tmp_path / "b.zip", entries)
-    )
+    src = make_tar(tmp_path / "b.tgz", entries, "w:gz") if kind == "tgz" else make_zip(tmp_path / "b.zip", entries)
     with pytest.raises(BundleTooLarge, match="more than 5 files"):
         materialize(src, work, BundleLimits(max_files=5))
     assert list(work.iterdir()) == []
@@ -446,9 +440,7 @@ def test_too_many_files(tmp_path: Path, work: Path, kind: str) -> None:
 def test_single_member_too_large(tmp_path: Path, work: Path, kind: str) -> None:
     entries = [("small.log", b"x" * 10), ("big.log", b"x" * 5000)]
     src = make_tar(tmp_path / "b.tar", entries) if kind == "tar" else make_zip(tmp_path / "b.zip", entries)
-    with pytest.raises(
-        BundleTooLarge, match=r"big\.log in b\.\w+ is larger than the 4\.0 KiB per-file limit"
-    ):
+    with pytest.raises(BundleTooLarge, match=r"big\.log in b\.\w+ is larger than the 4\.0 KiB per-file limit"):
         materialize(src, work, BundleLimits(max_file_bytes=4096))
     assert list(work.iterdir()) == []
 

@@ -7,7 +7,9 @@ import re
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings as hsettings, strategies as st
+from hypothesis import given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
 
 from crashcart.scan.matcher import MatcherName
 from crashcart.scan.reader import scan_file
@@ -26,7 +28,9 @@ class LiteralMatcher:
 
 
 def _naive(data: bytes, word: bytes) -> list[int]:
-    return [i + 1 for i, line in enumerate(data.split(b"\n")) if word in line and (i + 1 < len(data.split(b"\n")) or line)]
+    return [
+        i + 1 for i, line in enumerate(data.split(b"\n")) if word in line and (i + 1 < len(data.split(b"\n")) or line)
+    ]
 
 
 @pytest.mark.parametrize("buffer_bytes", [7, 16, 64, 1024], ids=lambda b: f"buf{b}")
@@ -49,7 +53,9 @@ def test_line_numbers_exact_at_boundaries(tmp_path: Path, buffer_bytes: int) -> 
     st.integers(min_value=3, max_value=40),
     st.booleans(),
 )
-def test_line_numbers_property(tmp_path_factory: pytest.TempPathFactory, parts: list[bytes], buf: int, eol: bool) -> None:
+def test_line_numbers_property(
+    tmp_path_factory: pytest.TempPathFactory, parts: list[bytes], buf: int, eol: bool
+) -> None:
     data = b"\n".join(parts) + (b"\n" if eol and parts else b"")
     p = tmp_path_factory.mktemp("r") / "f.log"
     p.write_bytes(data)

@@ -55,9 +55,7 @@ class Clock:
 # --- factory ---------------------------------------------------------------------------------------
 
 
-def make_evidence(
-    text: str = XID_LINE, *, file: str = "nodes/gpu-node-017/dmesg.log", line: int = 1842
-) -> Evidence:
+def make_evidence(text: str = XID_LINE, *, file: str = "nodes/gpu-node-017/dmesg.log", line: int = 1842) -> Evidence:
     return Evidence(id=f"e-{line}", file=file, line=line, text=text)
 
 
@@ -102,17 +100,11 @@ def make_document(
                     }
                 )
             ],
-            "hypotheses": [
-                DocHypothesis.model_validate({"class": "ecc_error", "score": 0.2, "why_not": "none"})
-            ],
+            "hypotheses": [DocHypothesis.model_validate({"class": "ecc_error", "score": 0.2, "why_not": "none"})],
             "timeline": [
-                DocTimelineEntry(
-                    time=None, file="nodes/gpu-node-017/dmesg.log", line=1842, text=XID_LINE, role="x"
-                )
+                DocTimelineEntry(time=None, file="nodes/gpu-node-017/dmesg.log", line=1842, text=XID_LINE, role="x")
             ],
-            "runbook": DocRunbook(
-                steps=[DocRunbookStep(id="drain", title="Drain", command="scontrol", risk="low")]
-            ),
+            "runbook": DocRunbook(steps=[DocRunbookStep(id="drain", title="Drain", command="scontrol", risk="low")]),
             "stats": DocStats(files=3, lines=100, bytes=4096, findings=1, groups=1, seconds=0.5),
         }
     )
@@ -290,9 +282,7 @@ def documents(draw: st.DrawFn) -> DiagnosisDocument:
             "root_cause": {
                 "class": draw(words),
                 "summary": draw(words),
-                "culprit": DocCulprit(
-                    node=draw(st.none() | words), rank=draw(st.none() | ints), gpu=draw(words)
-                ),
+                "culprit": DocCulprit(node=draw(st.none() | words), rank=draw(st.none() | ints), gpu=draw(words)),
                 "time": draw(st.none() | words),
                 "confidence": draw(finite),
                 "citations": [citation() for _ in range(draw(st.integers(0, 3)))],
@@ -318,9 +308,7 @@ def documents(draw: st.DrawFn) -> DiagnosisDocument:
                     "role": "x",
                 }
             ],
-            "runbook": {
-                "steps": [{"id": draw(words), "title": draw(words), "command": draw(words), "risk": "high"}]
-            },
+            "runbook": {"steps": [{"id": draw(words), "title": draw(words), "command": draw(words), "risk": "high"}]},
             "stats": DocStats(
                 files=draw(ints),
                 lines=draw(ints),
@@ -329,9 +317,7 @@ def documents(draw: st.DrawFn) -> DiagnosisDocument:
                 groups=0,
                 seconds=draw(finite),
             ),
-            "topology": draw(
-                st.dictionaries(words, st.dictionaries(words, st.none() | words | ints), max_size=2)
-            ),
+            "topology": draw(st.dictionaries(words, st.dictionaries(words, st.none() | words | ints), max_size=2)),
             "reasoning": draw(st.lists(words, max_size=3)),
         }
     )
@@ -388,9 +374,7 @@ def test_tables_have_a_column_for_every_model_field(store: Store, db_path: Path)
 def test_same_bundle_twice_is_one_incident_with_two_runs(store: Store, db_path: Path) -> None:
     first_finding = make_finding(fid="first")
     first_id = save(store, make_document(), findings=[first_finding])
-    second_doc = make_document(
-        incident_id="inc-9999", summary="second look", root_class="xid_79", job_id=None
-    )
+    second_doc = make_document(incident_id="inc-9999", summary="second look", root_class="xid_79", job_id=None)
     second_finding = make_finding(fid="second", summary="second look")
 
     second_id = save(store, second_doc, findings=[second_finding], source="slack")
@@ -562,9 +546,7 @@ def test_a_failed_save_writes_nothing(
     kept = store.get("inc-0001")
 
     with pytest.raises(StoreError, match=r"^save: ") as info:
-        save(
-            store, make_document(incident_id="inc-0002", sha="b" * 64), findings=findings, citations=citations
-        )
+        save(store, make_document(incident_id="inc-0002", sha="b" * 64), findings=findings, citations=citations)
     with pytest.raises(StoreError):  # a failed re-run of a known bundle leaves it alone too
         save(store, make_document(summary="rerun"), findings=findings, citations=citations)
 

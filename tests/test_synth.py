@@ -241,10 +241,7 @@ def test_hung_rank_never_prints_a_timeout() -> None:
         mine = [ln.text for ln in story.streams[("rank", culprit)]]
         assert not any("Watchdog caught" in t for t in mine)
         others = [
-            ln.text
-            for (kind, r), lines in story.streams.items()
-            if kind == "rank" and r != culprit
-            for ln in lines
+            ln.text for (kind, r), lines in story.streams.items() if kind == "rank" and r != culprit for ln in lines
         ]
         assert any("Watchdog caught collective operation timeout" in t for t in others)
 

@@ -126,9 +126,7 @@ def to_nvsmi(rows: list[Row]) -> list[str]:
     return lines
 
 
-def to_prom(
-    rows: list[Row], metrics: Sequence[str] = (CLOCK, TEMP, REASONS), indent: int | None = 2
-) -> list[str]:
+def to_prom(rows: list[Row], metrics: Sequence[str] = (CLOCK, TEMP, REASONS), indent: int | None = 2) -> list[str]:
     result = []
     for m in metrics:
         for host, g in sorted({(str(r["host"]), int(r["gpu"])) for r in rows}):
@@ -203,8 +201,7 @@ def test_nvidia_smi_csv_strips_units_and_reads_hex_masks() -> None:
 
 def test_nvidia_smi_per_reason_columns_make_a_bitmask_and_host_hint_applies() -> None:
     lines = [
-        "timestamp, index, clocks.sm [MHz], clocks_event_reasons.hw_slowdown, "
-        "clocks_event_reasons.sw_power_cap",
+        "timestamp, index, clocks.sm [MHz], clocks_event_reasons.hw_slowdown, clocks_event_reasons.sw_power_cap",
         "2025/11/30 02:00:00.000, 0, 1410 MHz, Not Active, Active",
         "2025/11/30 02:00:10.000, 0, 705 MHz, Active, Not Active",
         "2025/11/30 02:00:20.000, 0, 705 MHz, Active, [N/A]",
@@ -249,9 +246,7 @@ def test_looks_like_telemetry_on_heads() -> None:
     assert looks_like_telemetry("a.csv", to_long(fleet(gpus=1, samples=1))[:5])
     assert looks_like_telemetry("a.csv", to_nvsmi(fleet(gpus=1, samples=1)))
     assert looks_like_telemetry("a.json", to_prom(fleet(gpus=1, samples=2))[:20])
-    assert not looks_like_telemetry(
-        "rank0.log", ["[rank0]: NCCL WARN timeout", "Traceback (most recent call last):"]
-    )
+    assert not looks_like_telemetry("rank0.log", ["[rank0]: NCCL WARN timeout", "Traceback (most recent call last):"])
     assert not looks_like_telemetry("cfg.json", ['{"lr": 0.1, "batch": 8}'])
     assert not looks_like_telemetry("x.csv", ["name,age", "bob,3"])
     assert not looks_like_telemetry("values.json", ['{"values": {"replicas": 3}, "image": "x"}'])
@@ -480,10 +475,7 @@ def test_thousands_of_rows_stay_fast() -> None:
             ",,,",
         ],
         ["\x00\x01\x02\ufffd\ufffd", "\x7fELF\x02\x01\x01", "PK\x03\x04\ufffd"],
-        [
-            '{"status":"success","data":{"resultType":"matrix",'
-            '"result":[{"metric":{}, "values": [[1, "x"]]}]}}'
-        ],
+        ['{"status":"success","data":{"resultType":"matrix","result":[{"metric":{}, "values": [[1, "x"]]}]}}'],
         ['{"status":"success","data":{"resultType":"matrix","result":[', "broken"],
         ["[" * 5000],
         ["timestamp,metric,value", "2025-11-30T02:00:00Z,DCGM_FI_DEV_GPU_TEMP,70"],
@@ -512,9 +504,7 @@ def test_malformed_input_gives_an_empty_result(lines: list[str]) -> None:
 @given(st.lists(st.text(max_size=80), max_size=30))
 def test_random_text_never_raises(lines: list[str]) -> None:
     result = analyse_telemetry("t.csv", lines)
-    assert result.findings == [] or all(
-        ev.text == lines[ev.line - 1] for f in result.findings for ev in f.evidence
-    )
+    assert result.findings == [] or all(ev.text == lines[ev.line - 1] for f in result.findings for ev in f.evidence)
     looks_like_telemetry("t.csv", lines)
 
 

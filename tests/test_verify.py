@@ -5,7 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
 
 from crashcart.bundle import open_bundle
 from crashcart.models import Claim, Culprit, Diagnosis, Evidence
@@ -41,7 +43,12 @@ def bundle(make_bundle, tmp_path: Path):  # type: ignore[no-untyped-def]
 def test_statuses(bundle) -> None:  # type: ignore[no-untyped-def]
     f = "logs/gpu-node-017/rank-27.log"
     reg = {
-        "ok": Evidence(id="ok", file=f, line=2, text="[rank27]:RuntimeError: CUDA error: an illegal memory access was encountered"),
+        "ok": Evidence(
+            id="ok",
+            file=f,
+            line=2,
+            text="[rank27]:RuntimeError: CUDA error: an illegal memory access was encountered",
+        ),
         "ansi": Evidence(id="ansi", file=f, line=3, text="end bold"),
         "multi": Evidence(id="multi", file=f, line=1, end_line=2, text="boot\n" + LOG.split("\n")[1].rstrip("\r")),
         "mismatch": Evidence(id="mismatch", file=f, line=1, text="boot!"),
@@ -106,7 +113,14 @@ def test_gpu_named_in_any_spelling() -> None:
 
 
 @hsettings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(st.lists(st.text(alphabet=st.characters(blacklist_categories=("Cc", "Cs")), max_size=30), min_size=1, max_size=20), st.data())
+@given(
+    st.lists(
+        st.text(alphabet=st.characters(blacklist_categories=("Cc", "Cs")), max_size=30),
+        min_size=1,
+        max_size=20,
+    ),
+    st.data(),
+)
 def test_every_evidence_verifies_and_one_char_change_fails(tmp_path_factory, lines: list[str], data) -> None:  # type: ignore[no-untyped-def]
     root = tmp_path_factory.mktemp("v")
     (root / "rank-0.log").write_bytes(("\n".join(lines) + "\n").encode("utf-8"))

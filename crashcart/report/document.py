@@ -47,9 +47,7 @@ class RunFacts:
 
 
 def _cite(c: Citation) -> DocCitation:
-    return DocCitation(
-        file=c.file, line=c.line, end_line=c.end_line, text=c.text, verified=c.verified, status=c.status
-    )
+    return DocCitation(file=c.file, line=c.line, end_line=c.end_line, text=c.text, verified=c.verified, status=c.status)
 
 
 def build_document(v: Verified, topo: Topology, facts: RunFacts) -> DiagnosisDocument:

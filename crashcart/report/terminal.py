@@ -60,9 +60,7 @@ def render(doc: DiagnosisDocument, console: Console) -> None:
     if rc.citations:
         lines.append(Text("Evidence", style="bold"))
         lines.extend(_citation(c) for c in rc.citations)
-    console.print(
-        Panel(Group(*lines), title=title, title_align="left", border_style="red" if known else "yellow")
-    )
+    console.print(Panel(Group(*lines), title=title, title_align="left", border_style="red" if known else "yellow"))
 
     if doc.contributing:
         console.print(Text("Contributing", style="bold"))

@@ -85,11 +85,7 @@ def build_findings(
     for sig, line, raw in chosen:
         if line in consumed and cat.signatures[sig].role != "context":
             continue
-        text = (
-            canonical_line(raw, bundle.limits.max_line_bytes)
-            if raw is not None
-            else _read1(bundle, bf.path, line)
-        )
+        text = canonical_line(raw, bundle.limits.max_line_bytes) if raw is not None else _read1(bundle, bf.path, line)
         if text is None:
             continue
         s = cat.signatures[sig]
@@ -135,9 +131,7 @@ class _Inheritor:
         return self._cache[key]
 
 
-def _cap(
-    chosen: list[tuple[int, int, bytes | None]], cap: int
-) -> tuple[list[tuple[int, int, bytes | None]], int]:
+def _cap(chosen: list[tuple[int, int, bytes | None]], cap: int) -> tuple[list[tuple[int, int, bytes | None]], int]:
     counts: dict[int, int] = defaultdict(int)
     for sig, _, _ in chosen:
         counts[sig] += 1
@@ -201,9 +195,7 @@ def _make_finding(
     rank = _int(fields.get("rank"))
     if rank is None:
         rank = pre.rank if pre.rank is not None else bf.rank
-    node = (
-        None if bf.kind == "kernel_log" and bf.host else fields.get("host") or fields.get("node") or pre.host
-    )
+    node = None if bf.kind == "kernel_log" and bf.host else fields.get("host") or fields.get("node") or pre.host
     if node is not None and not _HOSTNAME.fullmatch(node):
         node = None  # e.g. a Lustre server NID "10.20.33.61@o2ib2" is not one of the job's nodes
     if node is None and bf.host:

@@ -21,7 +21,7 @@ TAIL_LINES = 60
 class FileScan:
     path: str
     lines: int = 0
-    bytes: int = 0
+    nbytes: int = 0
     sha256: str = ""
     checkpoints: list[tuple[int, int]] = field(default_factory=list)
     hits: list[tuple[int, int, bytes | None]] = field(default_factory=list)  # (sig, line, raw or None)
@@ -29,9 +29,7 @@ class FileScan:
     error: str | None = None
 
 
-def scan_file(
-    matcher: Matcher, physical: Path, path: str, *, buffer_bytes: int, max_line_bytes: int
-) -> FileScan:
+def scan_file(matcher: Matcher, physical: Path, path: str, *, buffer_bytes: int, max_line_bytes: int) -> FileScan:
     """Scan ``physical`` (shown as ``path``); OS errors become ``FileScan.error``, never exceptions."""
     out = FileScan(path=path)
     digest = hashlib.sha256()
@@ -67,7 +65,7 @@ def scan_file(
                 at_line_start = piece.endswith(b"\n")
                 if not block:
                     break
-            out.bytes = offset
+            out.nbytes = offset
             out.lines = line - 1 + (1 if offset and last_byte != b"\n" else 0)
             out.sha256 = digest.hexdigest()
             out.tail = _tail(fh, offset, out.lines, last_byte == b"\n")

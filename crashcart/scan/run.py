@@ -45,7 +45,7 @@ class ScanResult:
 
     @property
     def bytes(self) -> int:
-        return sum(s.bytes for s in self.scans.values())
+        return sum(s.nbytes for s in self.scans.values())
 
 
 _WORKER_MATCHER: Matcher | None = None
@@ -59,9 +59,7 @@ def _init_worker(kind: str) -> None:
 def _work(job: tuple[str, str, int, int]) -> FileScan:
     physical, path, buffer_bytes, max_line = job
     assert _WORKER_MATCHER is not None
-    return scan_file(
-        _WORKER_MATCHER, Path(physical), path, buffer_bytes=buffer_bytes, max_line_bytes=max_line
-    )
+    return scan_file(_WORKER_MATCHER, Path(physical), path, buffer_bytes=buffer_bytes, max_line_bytes=max_line)
 
 
 def scan(bundle: Bundle, settings: ScanSettings, progress: Progress | None = None) -> ScanResult:
@@ -86,25 +84,26 @@ def scan(bundle: Bundle, settings: ScanSettings, progress: Progress | None = Non
         ) as pool:
             for fs in pool.map(_work, jobs, chunksize=1):
                 scans[fs.path] = fs
-                done += fs.bytes
+                done += fs.nbytes
                 if progress:
                     progress(done, total)
     else:
         matcher = make_matcher(settings.matcher)
         matcher_name = matcher.name
-        for phys, path, buf, max_line in jobs:
-            fs = scan_file(matcher, Path(phys), path, buffer_bytes=buf, max_line_bytes=max_line)
+        for where, path, buf, max_line in jobs:
+            fs = scan_file(matcher, Path(where), path, buffer_bytes=buf, max_line_bytes=max_line)
             scans[path] = fs
-            done += fs.bytes
+            done += fs.nbytes
             if progress:
                 progress(done, total)
 
     result = ScanResult(findings=[], scans=scans, matcher=matcher_name)
     ids = IdSource()
     for bf in sorted(targets, key=lambda f: f.path):
-        fs = scans.get(bf.path)
-        if fs is None:
+        got = scans.get(bf.path)
+        if got is None:
             continue
+        fs = got
         if fs.error:
             result.failures.append(SkippedFile(path=bf.path, reason=fs.error))
             continue
@@ -128,9 +127,7 @@ def scan(bundle: Bundle, settings: ScanSettings, progress: Progress | None = Non
     return result
 
 
-def _telemetry(
-    bundle: Bundle, path: str, host: str | None, lines: int, ids: IdSource, result: ScanResult
-) -> None:
+def _telemetry(bundle: Bundle, path: str, host: str | None, lines: int, ids: IdSource, result: ScanResult) -> None:
     text = bundle.read_lines(path, 1, min(lines, TELEMETRY_MAX_LINES))
     if not telemetry.looks_like_telemetry(path, text[:20]):
         return

@@ -145,9 +145,7 @@ def _nccl_init(s: Story, r: int, t: float, *, complete: bool) -> None:
             )
         )
     else:
-        lines.append(
-            (0, "NET/Plugin : No plugin found (libnccl-net.so), using internal implementation", "INFO", None)
-        )
+        lines.append((0, "NET/Plugin : No plugin found (libnccl-net.so), using internal implementation", "INFO", None))
     lines += [
         (0, f"cudaDriverVersion {w.stack.cuda_driver}", "INFO", None),
         (0, f"NCCL version {nccl}", "INFO", None),
@@ -166,8 +164,7 @@ def _nccl_init(s: Story, r: int, t: float, *, complete: bool) -> None:
             (1, "threadThresholds 8/8/64 | 128/8/64 | 512 | 512", "INFO", None),
             (
                 1,
-                "32 coll channels, 0 collnet channels, 0 nvls channels, 32 p2p channels, 32 p2p channels "
-                "per peer",
+                "32 coll channels, 0 collnet channels, 0 nvls channels, 32 p2p channels, 32 p2p channels per peer",
                 "INFO",
                 None,
             ),
@@ -217,9 +214,7 @@ def _iterations(s: Story, r: int, stop: float) -> None:
             s.rank(
                 r,
                 t + 0.5,
-                fmt.pylog(
-                    w, t + 0.5, "INFO", "checkpoint", f"saving checkpoint at iteration {st.step} to {path}"
-                ),
+                fmt.pylog(w, t + 0.5, "INFO", "checkpoint", f"saving checkpoint at iteration {st.step} to {path}"),
             )
             s.rank(
                 r,
@@ -248,9 +243,7 @@ def _megatron_quiet(s: Story, r: int, stop: float) -> None:
     for st in steps:
         if r == 0 and st.step % (w.log_every * 40) == 0:
             path = f"/checkpoints/{w.job_name}"
-            s.rank(
-                r, st.t + 0.5, f"saving checkpoint at iteration {st.step:>7d} to {path} in torch_dist format"
-            )
+            s.rank(r, st.t + 0.5, f"saving checkpoint at iteration {st.step:>7d} to {path} in torch_dist format")
             s.rank(
                 r,
                 st.t + 40.0,
@@ -315,8 +308,7 @@ def _kernel(s: Story, n: int) -> None:
         s.kernel(
             n,
             14.0 + rng.uniform(0, 3),
-            "TCP: request_sock_TCP: Possible SYN flooding on port 29500. "
-            "Sending cookies.  Check SNMP counters.",
+            "TCP: request_sock_TCP: Possible SYN flooding on port 29500. Sending cookies.  Check SNMP counters.",
         )
     if rng.random() < 0.35:
         for k in range(rng.randrange(1, 4)):
@@ -332,8 +324,7 @@ def _kernel(s: Story, n: int) -> None:
         s.kernel(
             n,
             rng.uniform(600.0, max(700.0, s.t0 - 30)),
-            "perf: interrupt took too long (3136 > 3127), lowering"
-            " kernel.perf_event_max_sample_rate to 63750",
+            "perf: interrupt took too long (3136 > 3127), lowering kernel.perf_event_max_sample_rate to 63750",
         )
 
 

@@ -50,9 +50,7 @@ def watchdog(
     n = w.numel if numel is None else numel
     sizes = "" if w.old_torch else f", NumelIn={n}, NumelOut={n}"
     work = f"WorkNCCL(SeqNum={seq}, OpType={op}{sizes}, Timeout(ms)={w.timeout_ms})"
-    caught = (
-        f"[Rank {r}] Watchdog caught collective operation timeout: {work} ran for {ran} milliseconds before"
-    )
+    caught = f"[Rank {r}] Watchdog caught collective operation timeout: {work} ran for {ran} milliseconds before"
     caught += " timing out."
     pg = f"[PG 0 (default_pg) Rank {r}]" if not w.old_torch else f"[Rank {r}]"
     enq = seq if enq is None else enq
@@ -162,8 +160,7 @@ def remote_error(s: Story, r: int, t: float, peer: int, *, symptom: str | None =
         ("rank", r),
         t + 0.0012,
         [
-            "ncclRemoteError: A call failed possibly due to a network error or a remote process exiting "
-            "prematurely.",
+            "ncclRemoteError: A call failed possibly due to a network error or a remote process exiting prematurely.",
             "Last error:",
             f"Net : Connection closed by remote peer {where}",
             "terminate called after throwing an instance of 'c10::DistBackendError'",
@@ -223,8 +220,7 @@ def init_remote(s: Story, r: int, t: float, peer: int) -> float:
         "torch.distributed.DistBackendError: NCCL error in: "
         "../torch/csrc/distributed/c10d/NCCLUtils.hpp:317, remote "
         f"process exited or there was a network error, NCCL version {w.stack.nccl}",
-        "ncclRemoteError: A call failed possibly due to a network error or a remote process exiting "
-        "prematurely.",
+        "ncclRemoteError: A call failed possibly due to a network error or a remote process exiting prematurely.",
         "Last error:",
         f"socketProgress: Connection closed by remote peer {where}",
     ]
@@ -258,9 +254,7 @@ def finish(s: Story) -> None:
         s.mode = "timeout"
     started = [r for r in range(w.ranks) if s.reach.get(r, "train") != "none" or r in s.fate]
     planned = {r: _reaction(s, first_exit) for r in s.alive() if r in started}
-    base: dict[int, tuple[float, int]] = {
-        r: (f.t if f.kind == "exit" else INF, f.code) for r, f in s.fate.items()
-    }
+    base: dict[int, tuple[float, int]] = {r: (f.t if f.kind == "exit" else INF, f.code) for r, f in s.fate.items()}
     base.update({r: (tp + 0.05 if tp < INF else INF, code) for r, (tp, code, _) in planned.items()})
     final: dict[int, tuple[float, int]] = dict(base)
     killed_at: dict[int, float] = {}

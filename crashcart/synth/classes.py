@@ -48,9 +48,7 @@ SCENARIOS: dict[str, Scenario] = {
     "network_filesystem_hang": Scenario(scen_host.network_filesystem_hang),
     "dataloader_worker_failure": Scenario(scen_proc.dataloader_worker_failure),
     "slurm_node_failure": Scenario(scen_sched.slurm_node_failure, layouts=_NOT_K8S, min_nodes=2, slurm=True),
-    "scheduler_preemption_or_timelimit": Scenario(
-        scen_sched.scheduler_preemption_or_timelimit, layouts=_NOT_K8S
-    ),
+    "scheduler_preemption_or_timelimit": Scenario(scen_sched.scheduler_preemption_or_timelimit, layouts=_NOT_K8S),
     "k8s_pod_eviction_or_oomkilled": Scenario(scen_sched.k8s_pod_eviction_or_oomkilled, layouts=("k8s",)),
     "launcher_rendezvous_store_failure": Scenario(scen_sched.launcher_rendezvous_store_failure),
     "torchelastic_childfailed_summary": Scenario(

@@ -92,11 +92,7 @@ def _sacct_rows(s: Story) -> list[tuple[str, str, str, str, bool]]:
     w = s.world
     state, code = s.sacct_state, s.sacct_exit
     step_state = "CANCELLED" if state.startswith("CANCELLED") else state
-    batch = (
-        "CANCELLED"
-        if state in ("NODE_FAIL", "TIMEOUT", "PREEMPTED") or state.startswith("CANCELLED")
-        else "FAILED"
-    )
+    batch = "CANCELLED" if state in ("NODE_FAIL", "TIMEOUT", "PREEMPTED") or state.startswith("CANCELLED") else "FAILED"
     return [
         (w.job_id, w.job_name, state, code, s.sacct_root),
         (f"{w.job_id}.batch", "batch", batch, code if batch == "FAILED" else "0:15", False),

@@ -103,9 +103,7 @@ def train_frames(
 ) -> list[tuple[str, int, str, str]]:
     """The outer frames of a training script down to the training loop (running ``call``), then ``tail``."""
     script = f"/workspace/{w.script}"
-    errors = (
-        "/usr/local/lib/python3.10/dist-packages/torch/distributed/elastic/multiprocessing/errors/__init__.py"
-    )
+    errors = "/usr/local/lib/python3.10/dist-packages/torch/distributed/elastic/multiprocessing/errors/__init__.py"
     return [
         (script, 412, "<module>", "main()"),
         (errors, 346, "wrapper", "return f(*args, **kwargs)"),

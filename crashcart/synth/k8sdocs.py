@@ -90,9 +90,7 @@ def events(s: Story) -> list[Line]:
             )
         )
     for e in sorted(s.k8s_events, key=lambda e: e.t):
-        items.append(
-            (_event(s, e.t, e.reason, e.message, e.kind, e.name, e.host, e.type, e.component), e.root)
-        )
+        items.append((_event(s, e.t, e.reason, e.message, e.kind, e.name, e.host, e.type, e.component), e.root))
     out = [Line(0.0, "{"), Line(0.0, '    "apiVersion": "v1",'), Line(0.0, '    "items": [')]
     for k, (item, root) in enumerate(items):
         body = json.dumps(item, indent=4).splitlines()

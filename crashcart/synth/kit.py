@@ -177,13 +177,11 @@ def nccl_error(
         ),
         "system": (
             "unhandled system error (run with NCCL_DEBUG=INFO for details)",
-            "ncclSystemError: System call (e.g. socket, malloc) or external library call failed or device "
-            "error. ",
+            "ncclSystemError: System call (e.g. socket, malloc) or external library call failed or device error. ",
         ),
         "remote": (
             "remote process exited or there was a network error",
-            "ncclRemoteError: A call failed possibly due to a network error or a remote process exiting "
-            "prematurely.",
+            "ncclRemoteError: A call failed possibly due to a network error or a remote process exiting prematurely.",
         ),
         "usage": (
             "invalid usage (run with NCCL_DEBUG=WARN for details)",
@@ -210,9 +208,7 @@ def nccl_error(
     return crash(s, r, t, last, roots=roots, frames=frames, code=code, symptom=symptom)
 
 
-def watchdog_exception(
-    s: Story, r: int, t: float, err: str, *, root: bool, symptom: str | None = None
-) -> float:
+def watchdog_exception(s: Story, r: int, t: float, err: str, *, root: bool, symptom: str | None = None) -> float:
     """The CUDA error surfaces in the NCCL watchdog thread: c10d line, advice, ``terminate called``."""
     w = s.world
     pg = f"[PG 0 (default_pg) Rank {r}]"

@@ -153,9 +153,7 @@ def _ib_line(s: Story, r: int, peer: int, status: int, vendor: int, direction: s
     )
 
 
-def ib_fail(
-    s: Story, r: int, peer: int, t: float, status: int, vendor: int, direction: str, *, root: bool
-) -> None:
+def ib_fail(s: Story, r: int, peer: int, t: float, status: int, vendor: int, direction: str, *, root: bool) -> None:
     line = _ib_line(s, r, peer, status, vendor, direction)
     s.nccl(
         r,
@@ -241,10 +239,7 @@ def nccl_init_bootstrap_failure(s: Story) -> None:
         s,
         n,
         s.t0 - 0.2,
-        [
-            "nvidia-peermem nv_get_p2p_free_callback:127 ERROR detected invalid context, "
-            "skipping further processing"
-        ],
+        ["nvidia-peermem nv_get_p2p_free_callback:127 ERROR detected invalid context, skipping further processing"],
     )
     warn = "NET/IB : ibv_reg_mr_iova2 failed: Invalid argument"
     for r in node.ranks:

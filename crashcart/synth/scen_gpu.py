@@ -85,9 +85,7 @@ def gpu_memory_ecc_uncorrectable(s: Story) -> None:
     if rng.random() < 0.5:
         kit.gpu_victim(s, r, t, "uncorrectable ECC error encountered")
     else:
-        kit.watchdog_exception(
-            s, r, t, "uncorrectable ECC error encountered", root=False, symptom="cuda_kernel_fault"
-        )
+        kit.watchdog_exception(s, r, t, "uncorrectable ECC error encountered", root=False, symptom="cuda_kernel_fault")
 
 
 def _nvlink_victim(s: Story, r: int, t: float) -> None:
@@ -177,8 +175,7 @@ def nvswitch_fabric_manager_error(s: Story) -> None:
         n,
         tb + 3.0,
         "ERROR",
-        "detected number of NVSwitches don't match with any supported system topology, "
-        "aborting fabric manager",
+        "detected number of NVSwitches don't match with any supported system topology, aborting fabric manager",
         root=True,
     )
     kit.startup(s, rng.uniform(8.0, 14.0), "banner")
@@ -213,9 +210,7 @@ def gpu_gsp_firmware_error(s: Story) -> None:
                 "(GSP_RM_CONTROL) (0x20803032 0x58c).",
                 pid=w.pid[r],
             ),
-            fmt.xid(
-                pci, 119, "Timeout waiting for RPC from GSP!", pid=rng.randrange(300, 900), name="nv_queue"
-            ),
+            fmt.xid(pci, 119, "Timeout waiting for RPC from GSP!", pid=rng.randrange(300, 900), name="nv_queue"),
         ),
     )
     kit.kernel_lines(
@@ -258,9 +253,7 @@ def gpu_engine_hang_reset_required(s: Story) -> None:
     }[code]
     msgs = [fmt.xid(pci, code, msg, pid=w.pid[r])]
     if rng.random() < 0.5:
-        msgs.append(
-            fmt.xid(pci, 154, "GPU recovery action changed from 0x0 (None) to 0x1 (GPU Reset Required)")
-        )
+        msgs.append(fmt.xid(pci, 154, "GPU recovery action changed from 0x0 (None) to 0x1 (GPU Reset Required)"))
     kit.kernel_lines(s, n, s.t0, msgs, roots=range(len(msgs)))
     kit.gpu_victim(s, r, s.t0 - rng.uniform(0.0, 2.0), "", how="heartbeat")
 
@@ -307,8 +300,7 @@ def pcie_aer_error(s: Story) -> None:
         s.t0,
         [
             f"pcieport {port}: AER: Uncorrected (Fatal) {recv}",
-            f"nvidia {dev}: PCIe Bus Error: severity=Uncorrected (Fatal), type=Transaction Layer, (Requester "
-            "ID)",
+            f"nvidia {dev}: PCIe Bus Error: severity=Uncorrected (Fatal), type=Transaction Layer, (Requester ID)",
             f"nvidia {dev}:   device [{w.pci_id}] error status/mask=00004000/00000000",
             f"nvidia {dev}:    [14] CmplTO                 (First)",
             f"pcieport {port}: AER: Downstream Port link has been reset (0)",
@@ -318,9 +310,7 @@ def pcie_aer_error(s: Story) -> None:
         roots=(0, 1),
     )
     s.xid45 = rng.random() < 0.5
-    kit.gpu_victim(
-        s, r, s.t0 + rng.uniform(0.05, 2.0), kit.pick(s, ("unspecified launch failure", "unknown error"))
-    )
+    kit.gpu_victim(s, r, s.t0 + rng.uniform(0.05, 2.0), kit.pick(s, ("unspecified launch failure", "unknown error")))
 
 
 def _slow(s: Story, anomaly: str, factors: tuple[float, float]) -> None:

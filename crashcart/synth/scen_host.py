@@ -33,8 +33,7 @@ def host_oom_kill(s: Story) -> None:
         n,
         t,
         [
-            f"{comm} invoked oom-killer: gfp_mask=0x140cca(GFP_HIGHUSER_MOVABLE|__GFP_COMP), order=0, "
-            "oom_score_adj=0",
+            f"{comm} invoked oom-killer: gfp_mask=0x140cca(GFP_HIGHUSER_MOVABLE|__GFP_COMP), order=0, oom_score_adj=0",
             f"CPU: {rng.randrange(224)} PID: {pid} Comm: {comm} Tainted: P           OE     "
             "5.15.0-1053-nvidia #54-Ubuntu",
             "Mem-Info:",
@@ -145,8 +144,7 @@ def storage_full_or_io_error(s: Story) -> None:
                 f"blk_update_request: I/O error, dev nvme1n1, sector {rng.randrange(10**6, 10**9)} op "
                 "0x1:(WRITE) flags "
                 "0x800 phys_seg 1 prio class 0",
-                f"Buffer I/O error on dev nvme1n1, logical block {rng.randrange(10**5, 10**8)}, lost async "
-                "page write",
+                f"Buffer I/O error on dev nvme1n1, logical block {rng.randrange(10**5, 10**8)}, lost async page write",
             ],
             roots=(1, 2),
         )
@@ -179,16 +177,13 @@ def network_filesystem_hang(s: Story) -> None:
                 f"INFO: task pt_main_thread:{w.pid[r]} blocked for more than {secs} seconds.",
                 "      Tainted: P           OE     5.15.0-1053-nvidia #54-Ubuntu",
                 '"echo 0 > /proc/sys/kernel/hung_task_timeout_secs" disables this message.',
-                f"task:pt_main_thread  state:D stack:0     pid:{w.pid[r]} ppid:{w.pid[r] - 1} "
-                "flags:0x00004002",
+                f"task:pt_main_thread  state:D stack:0     pid:{w.pid[r]} ppid:{w.pid[r] - 1} flags:0x00004002",
                 "Call Trace:",
                 " <TASK>",
                 " __schedule+0x2ee/0x900",
                 " schedule+0x69/0x110",
                 " io_schedule+0x46/0x80",
-                " nfs_wait_on_request+0x2e/0x40 [nfs]"
-                if "nfs" in first
-                else " cl_sync_io_wait+0x1c1/0x2e0 [obdclass]",
+                " nfs_wait_on_request+0x2e/0x40 [nfs]" if "nfs" in first else " cl_sync_io_wait+0x1c1/0x2e0 [obdclass]",
                 " </TASK>",
             ],
             roots=(0,) if k == 0 else (),

@@ -58,9 +58,7 @@ def nan_inf_loss_or_grad(s: Story) -> None:
         s.force_loss(st.step, float("nan"))
     s.root_steps = {first.step}
     for r in range(w.ranks):
-        kit.crash(
-            s, r, s.t0 + 0.01 * r, [f"FloatingPointError: loss is nan at step {steps[-1].step}; stopping run"]
-        )
+        kit.crash(s, r, s.t0 + 0.01 * r, [f"FloatingPointError: loss is nan at step {steps[-1].step}; stopping run"])
     s.mode = "none"
 
 
@@ -178,9 +176,7 @@ def silent_data_corruption_suspect(s: Story) -> None:
     s.rank(
         r,
         t2 + 0.001,
-        fmt.pylog(
-            w, t2 + 0.001, "ERROR", name, f"Rank {r}, node {host}, device {L}: Possible transient error!"
-        ),
+        fmt.pylog(w, t2 + 0.001, "ERROR", name, f"Rank {r}, node {host}, device {L}: Possible transient error!"),
         root=True,
     )
     t3 = t2 + 0.2

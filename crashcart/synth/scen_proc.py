@@ -60,8 +60,7 @@ def cuda_oom(s: Story) -> None:
         s,
         (
             f"{new} {tail}",
-            f"{new} Process {rng.randrange(2000, 99999)} has {rng.uniform(8, 20):.2f} GiB memory in use. "
-            f"{tail}",
+            f"{new} Process {rng.randrange(2000, 99999)} has {rng.uniform(8, 20):.2f} GiB memory in use. {tail}",
             f"torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate {req:.2f} GiB (GPU {L}; "
             f"{mem:.2f} GiB "
             f"total capacity; {alloc:.2f} GiB already allocated; {free:.2f} MiB free; {alloc + 1.2:.2f} GiB "
@@ -106,15 +105,10 @@ def cuda_kernel_fault(s: Story) -> None:
         return
     frames = _forward(s)
     if v == 1:
-        src = (
-            "/opt/pytorch/pytorch/aten/src/ATen/native/cuda/IndexKernel.cu:92: operator(): block: [{b},0,0], "
-            "thread:"
-        )
+        src = "/opt/pytorch/pytorch/aten/src/ATen/native/cuda/IndexKernel.cu:92: operator(): block: [{b},0,0], thread:"
         cond = 'Assertion `-sizes[i] <= index && index < sizes[i] && "index out of bounds"` failed.'
         pre = [f"{src.format(b=rng.randrange(9000))} [{t},0,0] {cond}" for t in (32, 33, 34)]
-        kit.crash(
-            s, r, s.t0, kit.cuda_error("device-side assert triggered"), pre=pre, pre_roots=(0,), frames=frames
-        )
+        kit.crash(s, r, s.t0, kit.cuda_error("device-side assert triggered"), pre=pre, pre_roots=(0,), frames=frames)
         return
     msg = {
         0: "an illegal memory access was encountered",

@@ -67,15 +67,13 @@ def scheduler_preemption_or_timelimit(s: Story) -> None:
         stamp = fmt.iso(w.at(s.t0))
         s.slurm(
             s.t0,
-            f"slurmstepd: error: *** JOB {w.job_id} ON {w.nodes[0].host} CANCELLED AT {stamp} DUE TO "
-            f"{reason} ***",
+            f"slurmstepd: error: *** JOB {w.job_id} ON {w.nodes[0].host} CANCELLED AT {stamp} DUE TO {reason} ***",
             root=True,
         )
         for node in w.nodes:
             s.slurm(
                 s.t0 + 0.01 * (node.index + 1),
-                f"slurmstepd: error: *** STEP {w.job_id}.0 ON {node.host} "
-                f"CANCELLED AT {stamp} DUE TO {reason} ***",
+                f"slurmstepd: error: *** STEP {w.job_id}.0 ON {node.host} CANCELLED AT {stamp} DUE TO {reason} ***",
                 root=True,
             )
         if w.launcher == "srun":
@@ -174,9 +172,7 @@ def k8s_pod_eviction_or_oomkilled(s: Story) -> None:
         )
         s.k8s_events.append(K8sEvent(s.t0, "Evicted", msg, "Pod", node.pod, node.host, root=True))
         s.k8s_events.append(
-            K8sEvent(
-                s.t0 + 0.2, "Killing", "Stopping container pytorch", "Pod", node.pod, node.host, type="Normal"
-            )
+            K8sEvent(s.t0 + 0.2, "Killing", "Stopping container pytorch", "Pod", node.pod, node.host, type="Normal")
         )
         state = ["Reason:           Evicted", f"Message:          {msg.rstrip()}"]
         k8sdocs.describe_pod(s, n, state, {0, 1}, in_container=False)
@@ -259,9 +255,7 @@ def launcher_rendezvous_store_failure(s: Story) -> None:
     if w.scheduler == "slurm":
         s.slurm(s.t0 + 1.0, f"srun: error: {master}: task 0: Exited with exit code 1")
         for node in w.nodes[1:]:
-            s.slurm(
-                s.t0 + join + 8.0, f"srun: error: {node.host}: task {node.index}: Exited with exit code 1"
-            )
+            s.slurm(s.t0 + join + 8.0, f"srun: error: {node.host}: task {node.index}: Exited with exit code 1")
 
 
 def unknown(s: Story) -> None:
@@ -277,6 +271,5 @@ def unknown(s: Story) -> None:
         s.rank(
             r,
             s.t0 + 0.01,
-            f"/workspace/run.sh: line 14: {w.pid[r]} Killed                  python -u "
-            f'/workspace/{w.script} "$@"',
+            f'/workspace/run.sh: line 14: {w.pid[r]} Killed                  python -u /workspace/{w.script} "$@"',
         )

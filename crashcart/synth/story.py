@@ -146,9 +146,7 @@ class Story:
     def rank(self, r: int, t: float, text: str, *, root: bool = False, symptom: str | None = None) -> None:
         self.emit(("rank", r), t, text, root=root, symptom=symptom)
 
-    def kernel(
-        self, node: int, t: float, msg: str, *, root: bool = False, symptom: str | None = None
-    ) -> None:
+    def kernel(self, node: int, t: float, msg: str, *, root: bool = False, symptom: str | None = None) -> None:
         if t > self.kernel_stop.get(node, float("inf")):
             return
         self.emit(("kernel", node), t, fmt.kernel(self.world, node, t, msg), root=root, symptom=symptom)
@@ -179,9 +177,7 @@ class Story:
         root: bool = False,
         symptom: str | None = None,
     ) -> None:
-        self.emit(
-            ("agent", node), t, fmt.elastic(self.world, node, t, level, src, msg), root=root, symptom=symptom
-        )
+        self.emit(("agent", node), t, fmt.elastic(self.world, node, t, level, src, msg), root=root, symptom=symptom)
 
     def slurm(self, t: float, text: str, *, root: bool = False, symptom: str | None = None) -> None:
         self.emit(("slurm", 0), t, text, root=root, symptom=symptom)
@@ -198,9 +194,7 @@ class Story:
         root: bool = False,
         symptom: str | None = None,
     ) -> None:
-        self.rank(
-            r, t, fmt.nccl(self.world, r, msg, level=level, src=src, tid=tid), root=root, symptom=symptom
-        )
+        self.rank(r, t, fmt.nccl(self.world, r, msg, level=level, src=src, tid=tid), root=root, symptom=symptom)
 
     # ---- the training plan ----------------------------------------------------------------
     def factor(self, t: float) -> float:

@@ -192,9 +192,7 @@ def srun(s: Story, final: dict[int, tuple[float, int]]) -> None:
         for node in w.nodes:
             ends = [final[r][0] for r in node.ranks if r in final and final[r][0] < INF]
             if ends and s.agent_ok.get(node.index, True):
-                s.slurm(
-                    max(ends) + 2.5, f"srun: error: {node.host}: task {node.index}: Exited with exit code 1"
-                )
+                s.slurm(max(ends) + 2.5, f"srun: error: {node.host}: task {node.index}: Exited with exit code 1")
         return
     groups: dict[tuple[int, int], list[tuple[float, int]]] = {}
     for r, (t, code) in final.items():
@@ -220,8 +218,7 @@ def noise(s: Story, final: dict[int, tuple[float, int]], base: dict[int, tuple[f
                 ("rank", r),
                 t,
                 [
-                    "Exception ignored in: <function _MultiProcessingDataLoaderIter.__del__ at "
-                    "0x7f2c1d3b5e10>",
+                    "Exception ignored in: <function _MultiProcessingDataLoaderIter.__del__ at 0x7f2c1d3b5e10>",
                     "Traceback (most recent call last):",
                     f'  File "{dl}/dataloader.py", line 1479, in __del__',
                     "    self._shutdown_workers()",
@@ -229,8 +226,7 @@ def noise(s: Story, final: dict[int, tuple[float, int]], base: dict[int, tuple[f
                     "    w.join(timeout=_utils.MP_STATUS_CHECK_INTERVAL)",
                     f'  File "{dl}/_utils/signal_handling.py", line 66, in handler',
                     "    _error_if_any_worker_fails()",
-                    f"RuntimeError: DataLoader worker (pid {w.pid[r] + 211}) is killed by signal: "
-                    "Terminated.",
+                    f"RuntimeError: DataLoader worker (pid {w.pid[r] + 211}) is killed by signal: Terminated.",
                 ],
                 symptom="dataloader_worker_failure",
             )

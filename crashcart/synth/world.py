@@ -224,9 +224,7 @@ def build_world(seed: int, ranks: int, nodes: int, layout: str, *, slurm: bool =
         pylog_fmt=rng.randrange(3),
         prefix_style=rng.choice(("rank", "default")),
         stack=Stack(driver=driver, cuda_driver=cuda_driver, nccl=nccl, cuda=cuda),
-        torch_version=rng.choice(("2.1.2", "2.2.2"))
-        if old_torch
-        else rng.choice(("2.3.1", "2.4.1", "2.5.1")),
+        torch_version=rng.choice(("2.1.2", "2.2.2")) if old_torch else rng.choice(("2.3.1", "2.4.1", "2.5.1")),
         gpu_model="NVIDIA H100 80GB HBM3" if gpu_kind == "h100" else "NVIDIA A100-SXM4-80GB",
         gpu_kind=gpu_kind,
         pci_id="10de:2330" if gpu_kind == "h100" else "10de:20b2",
