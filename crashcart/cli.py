@@ -24,6 +24,12 @@ from crashcart.settings import Settings
 PROGRESS_MIN_BYTES = 64 * 1024 * 1024
 
 
+def _stdout() -> Console:
+    """stdout; when it is a pipe or file, wide enough that ids and paths are never folded."""
+    console = Console(highlight=False)
+    return console if console.is_terminal else Console(width=200, highlight=False)
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="crashcart", description="Find and prove why a GPU training job died.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -62,14 +68,14 @@ def main(argv: list[str] | None = None) -> int:
         settings = Settings()
         return _run(args, settings, err)
     except BundleError as exc:
-        err.print(f"[bold red]error:[/] {exc.detail or type(exc).__name__}", markup=True, highlight=False)
+        _fail(f"error: {exc.detail or type(exc).__name__}")
         return 2
     except IncidentNotFound as exc:
-        err.print(f"[bold red]error:[/] {exc.detail}")
+        _fail(f"error: {exc.detail}")
         return 2
     except CrashCartError as exc:
         stage = f" during {exc.stage}" if exc.stage else ""
-        err.print(f"[bold red]error{stage}:[/] {type(exc).__name__}: {exc.detail}")
+        _fail(f"error{stage}: {type(exc).__name__}: {exc.detail}")
         return 1
     except KeyboardInterrupt:
         return 130
@@ -77,6 +83,11 @@ def main(argv: list[str] | None = None) -> int:
         err.print("[bold red]internal error[/] (please report it with this trace):")
         err.print(traceback.format_exc(), markup=False, highlight=False)
         return 1
+
+
+def _fail(message: str) -> None:
+    """One line on stderr, never wrapped, so scripts and people read the same thing."""
+    sys.stderr.write(" ".join(message.split()) + "\n")
 
 
 def _run(args: argparse.Namespace, settings: Settings, err: Console) -> int:
@@ -95,10 +106,10 @@ def _run(args: argparse.Namespace, settings: Settings, err: Console) -> int:
         if args.command == "diagnose":
             return _diagnose(args, settings, store, err)
         if args.command == "list":
-            _list(store.list(args.limit), Console())
+            _list(store.list(args.limit), _stdout())
             return 0
         if args.command == "search":
-            _list(store.search(args.text), Console())
+            _list(store.search(args.text), _stdout())
             return 0
         if args.command == "show":
             got = store.get(args.id)
@@ -107,7 +118,7 @@ def _run(args: argparse.Namespace, settings: Settings, err: Console) -> int:
             else:
                 from crashcart.report.terminal import render
 
-                render(got.document, Console())
+                render(got.document, _stdout())
             return 0
     finally:
         store.close()
@@ -166,7 +177,7 @@ def _diagnose(args: argparse.Namespace, settings: Settings, store: object, err: 
     if args.json:
         sys.stdout.write(json.dumps(payload, ensure_ascii=False) + "\n")
     else:
-        render(doc, Console())
+        render(doc, _stdout())
     return 0
 
 
@@ -181,7 +192,7 @@ def _eval(args: argparse.Namespace, settings: Settings, err: Console) -> int:
     if args.json:
         sys.stdout.write(json.dumps(evaluate.as_json(results)) + "\n")
     else:
-        console = Console()
+        console = _stdout()
         table = Table(show_edge=False)
         for col in ("case", "expected", "got", "culprit", "line hit", "cited ok", "s"):
             table.add_column(col)
