@@ -63,6 +63,7 @@ class Signature(_Frozen):
     priority: int = 50
     summary: str
     block: Block | None = None
+    sampled: bool = False  # progress-like lines: one match per scan buffer is enough (hyperscan SINGLEMATCH)
     examples: list[Example] = Field(min_length=1)
     counter_examples: list[str] = Field(default_factory=list)
 
@@ -243,12 +244,16 @@ def load_catalogue() -> Catalogue:
 def hyperscan_expressions(cat: Catalogue) -> tuple[list[bytes], list[int], list[int]]:
     """Expressions, ids (= signature index) and flags for one ``hyperscan.Database.compile``.
 
-    Flags carry ``HS_FLAG_CASELESS`` for signatures with the ``i`` flag; ``HS_FLAG_SINGLEMATCH`` is
-    never set (the scanner needs every match end to find every matching line).
+    Flags carry ``HS_FLAG_CASELESS`` for signatures with the ``i`` flag, and ``HS_FLAG_SINGLEMATCH``
+    for ``sampled`` ones (progress lines that occur on every step: one per buffer is enough); every
+    other signature reports every match end, so the scanner finds every matching line.
     """
     import hyperscan
 
     expressions = [s.pattern.encode("ascii") for s in cat.signatures]
     ids = list(range(len(cat.signatures)))
-    flags = [hyperscan.HS_FLAG_CASELESS if "i" in s.flags else 0 for s in cat.signatures]
+    flags = [
+        (hyperscan.HS_FLAG_CASELESS if "i" in s.flags else 0) | (hyperscan.HS_FLAG_SINGLEMATCH if s.sampled else 0)
+        for s in cat.signatures
+    ]
     return expressions, ids, flags

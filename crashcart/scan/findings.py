@@ -75,7 +75,8 @@ def build_findings(
             best = max(fail, key=lambda c: (cat.signatures[c[0]].priority, -c[0]))
             chosen.append((best[0], line, best[1]))
         chosen.extend((c[0], line, c[1]) for c in ctx_hits)
-    chosen, dropped = _cap(chosen, cap)
+    context = {sig for sig, _, _ in chosen if cat.signatures[sig].role == "context"}
+    chosen, dropped = _cap(chosen, cap, context)
     note = f"{dropped} repetitive matched lines not itemised" if dropped else None
 
     inherit = _Inheritor(bundle, bf.path, ctx)
@@ -131,20 +132,27 @@ class _Inheritor:
         return self._cache[key]
 
 
-def _cap(chosen: list[tuple[int, int, bytes | None]], cap: int) -> tuple[list[tuple[int, int, bytes | None]], int]:
+CONTEXT_CAP = 64  # fact lines (versions, init, progress) itemised per signature and file
+
+
+def _cap(
+    chosen: list[tuple[int, int, bytes | None]], cap: int, context: set[int] | None = None
+) -> tuple[list[tuple[int, int, bytes | None]], int]:
+    """Keep the first and last half of the hits of a signature that fires more often than its limit."""
     counts: dict[int, int] = defaultdict(int)
     for sig, _, _ in chosen:
         counts[sig] += 1
-    over = {s for s, n in counts.items() if n > cap}
+    limit = {s: (CONTEXT_CAP if context and s in context else cap) for s in counts}
+    over = {s for s, n in counts.items() if n > limit[s]}
     if not over:
         return chosen, 0
     seen: dict[int, int] = defaultdict(int)
     kept: list[tuple[int, int, bytes | None]] = []
     dropped = 0
-    half = cap // 2
     for item in chosen:
         sig = item[0]
         seen[sig] += 1
+        half = limit[sig] // 2
         if sig in over and half < seen[sig] <= counts[sig] - half:
             dropped += 1
             continue

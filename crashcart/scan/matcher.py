@@ -29,15 +29,20 @@ class ReMatcher:
     name: MatcherName = "re"
 
     def __init__(self, catalogue: Catalogue) -> None:
-        self._patterns: list[re.Pattern[bytes]] = []
+        self._patterns: list[tuple[re.Pattern[bytes], bool]] = []
         for sig in catalogue.signatures:
             flags = re.MULTILINE | (re.IGNORECASE if "i" in sig.flags else 0)
-            self._patterns.append(re.compile(sig.pattern.encode("utf-8"), flags))
+            self._patterns.append((re.compile(sig.pattern.encode("utf-8"), flags), sig.sampled))
 
     def scan(self, buf: bytes) -> list[tuple[int, int]]:
         out: list[tuple[int, int]] = []
-        for i, pat in enumerate(self._patterns):
-            out.extend((i, m.end()) for m in pat.finditer(buf))
+        for i, (pat, sampled) in enumerate(self._patterns):
+            if sampled:  # like hyperscan's SINGLEMATCH: the first match of the buffer only
+                m = pat.search(buf)
+                if m is not None:
+                    out.append((i, m.end()))
+            else:
+                out.extend((i, m.end()) for m in pat.finditer(buf))
         return out
 
 
