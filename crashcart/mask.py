@@ -18,8 +18,8 @@ _RULES: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"(?:PCI:)?\b[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}(?:\.[0-7])?\b"), "<PCI>"),
     (re.compile(r"\b0x[0-9a-fA-F]+\b"), "<HEX>"),
     (re.compile(r"\b\d{1,3}(?:\.\d{1,3}){3}(?::\d+)?\b"), "<IP>"),
-    (re.compile(r"(?<![<\w])[A-Za-z][\w]*(?:[-_][\w]+)*[-_]?\d[\w-]*"), "<ID>"),
-    (re.compile(r"(?<![<\w])[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?"), "<N>"),
+    (re.compile(r"(?<![<>\w])[A-Za-z][\w]*(?:[-_][\w]+)*[-_]?\d[\w-]*"), "<ID>"),
+    (re.compile(r"(?<![<>\w])[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?"), "<N>"),
     (re.compile(r"[ \t]+"), " "),
 )
 

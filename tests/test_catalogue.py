@@ -198,6 +198,9 @@ def test_buffer_scan_finds_every_example_on_its_line() -> None:
 
     HS_BUFFER.scan(buf, match_event_handler=on_match)
     missing = [(CAT.signatures[i].id, text) for n, (i, text) in enumerate(lines) if (i, n) not in found]
+    # sampled (SINGLEMATCH) signatures report only their first match in a buffer, maybe on another line
+    missing = [(sid, text) for sid, text in missing if CAT.index[sid] not in {i for i, s in SIGS if s.sampled}]
+    assert all(any(sig == i for sig, _ in found) for i, s in SIGS if s.sampled)
     assert not missing
 
 
