@@ -112,6 +112,11 @@ def _int(v: str | None) -> int | None:
         return None
 
 
+def own_time(f: Finding) -> datetime | None:
+    """The finding's time when its own line carries it (not inherited from an earlier line)."""
+    return f.time if "_time" not in f.fields else None
+
+
 def picture(findings: list[Finding], topo: Topology) -> Picture:
     """The cascade: when symptoms started, what the timeout says, and which ranks are odd."""
     pic = Picture()
@@ -239,7 +244,7 @@ def score(
         if abs(t - pic.lookback_start) <= margin:
             c.score += 10
             c.reasons.append("when the timed-out collective started")
-    if t is not None and earliest is not None and t == earliest:
+    if t is not None and earliest is not None and t == earliest and "_time" not in c.first.fields:
         c.score += 6
         c.reasons.append("earliest candidate")
     if _downstream(c, findings):
@@ -354,7 +359,8 @@ def hardware_first(cands: list[Candidate]) -> None:
         if hw(c) or not c.nodes:
             continue
         for h in hardware:
-            if c.nodes <= h.nodes and (h.time is None or c.time is None or abs(h.time - c.time) <= HARDWARE_WINDOW):
+            ht, ct = own_time(h.first), own_time(c.first)
+            if c.nodes <= h.nodes and (ht is None or ct is None or abs(ht - ct) <= HARDWARE_WINDOW):
                 c.score -= 15
                 c.penalties.append(f"explained by {h.class_id} on the same node")
                 break

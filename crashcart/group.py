@@ -49,7 +49,9 @@ def group_findings(findings: list[Finding]) -> list[Group]:
 def _make(key: tuple[str, str, str], members: list[Finding]) -> Group:
     class_id, signature, tpl = key
     first = members[0]
-    times = [f.time for f in members if f.time is not None]
+    own = [f.time for f in members if f.time is not None and "_time" not in f.fields]
+    inherited = [f.time for f in members if f.time is not None]
+    # Times taken from earlier lines are lower bounds: they order a group but do not end a span.
     sample: list[Evidence] = []
     seen_nodes: set[str | None] = set()
     for f in members:  # prefer one exemplar per node, earliest first
@@ -77,8 +79,8 @@ def _make(key: tuple[str, str, str], members: list[Finding]) -> Group:
         ranks=sorted({f.rank for f in members if f.rank is not None}),
         nodes=sorted({f.node for f in members if f.node}),
         gpus=sorted({f.gpu for f in members if f.gpu}),
-        first_time=min(times) if times else None,
-        last_time=max(times) if times else None,
+        first_time=min(own) if own else min(inherited) if inherited else None,
+        last_time=max(own) if own else None,
         exemplar=first.evidence[0],
         evidence=sample,
         common_fields=common,

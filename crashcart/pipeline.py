@@ -193,7 +193,7 @@ def _sha_file(path: Path | None) -> str:
 
 def unaligned_clocks(bundle: Bundle, findings: list[Finding]) -> list[str]:
     """Files with findings whose clock cannot be put on the common one (their order is kept instead)."""
-    with_findings = {f.evidence[0].file for f in findings if f.role != "context"}
+    with_findings = {f.evidence[0].file for f in findings if f.role in {"root_candidate", "confirmation"}}
     boots = {n.host for n in bundle.manifest.nodes if n.boot_time} if bundle.manifest else set()
     out = []
     for bf in bundle.files:

@@ -11,11 +11,13 @@ from collections import defaultdict
 from datetime import datetime
 
 from crashcart.causal import (
+    INHERITED_SLACK,
     Candidate,
     Picture,
     RankLast,
     candidates,
     hardware_first,
+    own_time,
     picture,
     score,
     versions,
@@ -61,7 +63,7 @@ def reduce_offline(
             f"{key.replace('_', ' ')} differs across hosts: "
             + ", ".join(f"{h} has {v}" for h, v in sorted(odd.items()))
         )
-    times = [c.time for c in cands if c.time is not None]
+    times = [t for c in cands if (t := own_time(c.first)) is not None]
     earliest = min(times) if times else None
     for c in cands:
         score(c, pic, topo, findings, last, earliest)
@@ -289,8 +291,10 @@ def _compose(
     hypotheses: list[Hypothesis] = []
     for c in others:
         same_place = bool(c.nodes & explained_nodes) or bool(c.ranks & root.ranks)
-        later = c.time is not None and root.time is not None and c.time >= root.time
-        if same_place and (later or c.time is None):
+        ct = own_time(c.first)
+        later = ct is None or root.time is None or ct >= root.time - INHERITED_SLACK
+        explained = any(p.startswith("explained by") for p in c.penalties)
+        if explained or (same_place and later):
             contributing.append(_claim(c.class_id, c.first.summary + " (explained by the root cause)", c))
         else:
             why = "; ".join(c.penalties) or f"scored {c.score:.0f} vs {root.score:.0f}"
@@ -405,10 +409,11 @@ def _symptoms(groups: list[Group], exclude: set[str]) -> list[Claim]:
         span = ""
         if firsts and lasts:
             span = f", {min(firsts):%H:%M:%S}–{max(lasts):%H:%M:%S}"
+        what = cat.class_title(cls) if cls != "unknown" else f"“{gs[0].template[:90]}”"
         out.append(
             Claim(
                 class_id=cls,
-                summary=f"{who}: {cat.class_title(cls)}{span}",
+                summary=f"{who}: {what}{span}",
                 evidence_ids=[gs[0].exemplar.id],
                 count=count,
                 ranks=ranks,

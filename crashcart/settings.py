@@ -9,10 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from pydantic import BaseModel, ConfigDict, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
-
-DEFAULT_BASE_URL = "https://api.tokenfactory.nebius.com/v1/"
 
 
 def _default_home() -> Path:
@@ -58,17 +56,6 @@ class Settings(BaseSettings):
     db: Path = Field(default_factory=lambda: _default_home() / "crashcart.db")
     work_dir: Path = Field(default_factory=lambda: _default_home() / "work")
     engine: Literal["offline", "llm"] = "offline"
-    jobs_dir: Path | None = None
-
-    llm_base_url: str = DEFAULT_BASE_URL
-    llm_api_key: SecretStr | None = None
-    swarm_model: str = "nvidia/Llama-3_3-Nemotron-Super-49B-v1_5"
-    reduce_model: str = "nvidia/Llama-3_3-Nemotron-Super-49B-v1_5"
-    vision_model: str = "nvidia/Nemotron-Nano-VL-12B-V2"
-    llm_timeout_s: float = 60.0
-    llm_max_concurrency: int = 4
-    llm_token_budget: int = 200_000
-
     approvers: str = ""  # comma-separated Slack user ids
     approver_group: str | None = None
 

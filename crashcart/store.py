@@ -15,17 +15,18 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, Literal, NamedTuple, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 from sqlite_utils import Database
 
-from crashcart.errors import IncidentNotFound, StoreError
+from crashcart.errors import IncidentNotFound, RunbookError, StoreError
 from crashcart.models import (
     BundleFile,
     Citation,
     DiagnosisDocument,
     DocContributing,
+    DocRunbookStep,
     DocSymptom,
     Finding,
     Group,
@@ -89,6 +90,48 @@ class StoredIncident(BaseModel):
     summary: IncidentSummary
     document: DiagnosisDocument
     source: str
+
+
+RunbookEvent = Literal["proposed", "approved", "rejected", "refused"]
+
+
+class RunbookPlan(BaseModel):
+    """One proposed runbook plan of an incident (``runbooks`` row; never changed once written)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: str
+    incident_id: str
+    version: int
+    plan_hash: str
+    class_id: str
+    steps: builtins.list[DocRunbookStep]
+    created_at: datetime
+
+
+class ApprovalEntry(BaseModel):
+    """One event of the append-only ``approvals`` audit trail."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    seq: int
+    incident_id: str
+    runbook_id: str
+    plan_hash: str
+    event: RunbookEvent
+    user: str
+    at: datetime
+    reason: str | None = None
+    detail: str | None = None
+
+
+class Decision(NamedTuple):
+    """What ``Store.decide_runbook``'s policy callback wants appended to the trail."""
+
+    event: RunbookEvent
+    user: str
+    reason: str | None = None
+    detail: str | None = None
 
 
 # --- migrations ------------------------------------------------------------------------------------
@@ -244,9 +287,49 @@ def _v2_indexes(db: Database) -> None:
     db.table("search_text").create_index(["incident_id"])
 
 
+_V3_RUNBOOKS = [
+    """CREATE TABLE runbooks (
+        id TEXT PRIMARY KEY,
+        incident_id TEXT NOT NULL REFERENCES incidents(id),
+        version INTEGER NOT NULL,
+        plan_hash TEXT NOT NULL,
+        class_id TEXT NOT NULL,
+        steps TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        UNIQUE (incident_id, version)
+    )""",
+    """CREATE TABLE approvals (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        incident_id TEXT NOT NULL REFERENCES incidents(id),
+        runbook_id TEXT NOT NULL REFERENCES runbooks(id),
+        plan_hash TEXT NOT NULL,
+        event TEXT NOT NULL CHECK (event IN ('proposed', 'approved', 'rejected', 'refused')),
+        "user" TEXT NOT NULL CHECK (length(trim("user")) > 0),
+        at TEXT NOT NULL,
+        reason TEXT,
+        detail TEXT,
+        CHECK (event != 'rejected' OR length(trim(coalesce(reason, ''))) > 0)
+    )""",
+    "CREATE INDEX idx_approvals_incident_seq ON approvals (incident_id, seq)",
+    *(
+        f"CREATE TRIGGER {table}_append_only_{op.lower()} BEFORE {op} ON {table} "
+        f"BEGIN SELECT RAISE(ABORT, '{table} is append-only'); END"
+        for table in ("runbooks", "approvals")
+        for op in ("UPDATE", "DELETE")
+    ),
+]
+
+
+def _v3_runbooks(db: Database) -> None:
+    """Runbook plans (one row per proposed plan) and the append-only approvals audit trail."""
+    for statement in _V3_RUNBOOKS:  # one by one: executescript would commit the migration's transaction
+        db.execute(statement)
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", _v1_initial),
     Migration(2, "index list order and search lookups", _v2_indexes),
+    Migration(3, "runbooks and the approvals audit trail", _v3_runbooks),
 )
 
 
@@ -605,11 +688,91 @@ class Store:
         """Citations of the latest run, in the order they were saved."""
         return self._children("citations", Citation, incident_id)
 
+    def propose_runbook(
+        self, incident_id: str, plan_hash: str, steps: Sequence[DocRunbookStep], *, user: str = "crashcart"
+    ) -> str:
+        """Record a plan (and a ``proposed`` event) unless it is already the incident's latest plan.
+
+        :returns: the resolved incident id
+        :raises IncidentNotFound: no such incident
+        """
+        with self._transaction("propose runbook", write=True) as db:
+            resolved = _resolve(db, incident_id)
+            latest = _latest_plan(db, resolved)
+            if latest is not None and latest.plan_hash == plan_hash:
+                return resolved
+            version = 1 + (latest.version if latest is not None else 0)
+            class_id = db.execute("SELECT root_class FROM incidents WHERE id = ?", [resolved]).fetchone()[0]
+            runbook_id = f"{resolved}/rb{version}"
+            now = _stamp(self._clock())
+            db.execute(
+                "INSERT INTO runbooks (id, incident_id, version, plan_hash, class_id, steps, created_at) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [runbook_id, resolved, version, plan_hash, class_id, _steps_json(steps), now],
+            )
+            _append(db, runbook_id, resolved, plan_hash, Decision("proposed", user), now)
+        return resolved
+
+    def decide_runbook(
+        self, incident_id: str, decide: Callable[[RunbookPlan, builtins.list[ApprovalEntry]], Decision]
+    ) -> str:
+        """Append the event ``decide(latest plan, its trail)`` returns, in one write transaction.
+
+        :returns: the resolved incident id
+        :raises RunbookError: the incident has no runbook
+        """
+        with self._transaction("decide runbook", write=True) as db:
+            resolved = _resolve(db, incident_id)
+            plan = _latest_plan(db, resolved)
+            if plan is None:
+                raise RunbookError(f"incident {resolved} has no proposed runbook", incident_id=resolved)
+            trail = [e for e in _trail(db, resolved) if e.runbook_id == plan.id]
+            decision = decide(plan, trail)
+            _append(db, plan.id, resolved, plan.plan_hash, decision, _stamp(self._clock()))
+        return resolved
+
+    def runbook(self, incident_id: str) -> tuple[RunbookPlan, builtins.list[ApprovalEntry]]:
+        """The latest plan of an incident and the audit trail of all its plans, oldest event first.
+
+        :raises IncidentNotFound: no such incident
+        :raises RunbookError: the incident has no runbook
+        """
+        with self._transaction("runbook", write=False) as db:
+            resolved = _resolve(db, incident_id)
+            plan = _latest_plan(db, resolved)
+            if plan is None:
+                raise RunbookError(f"incident {resolved} has no proposed runbook", incident_id=resolved)
+            return plan, _trail(db, resolved)
+
     def _children(self, table: str, cls: type[_M], incident_id: str) -> builtins.list[_M]:
         with self._transaction(table, write=False) as db:
             diagnosis_id = _latest_diagnosis(db, _resolve(db, incident_id))["id"]
             rows = db.query(f'SELECT * FROM "{table}" WHERE diagnosis_id = ? ORDER BY seq', [diagnosis_id])
             return [_child_model(cls, table, row) for row in rows]
+
+
+def _steps_json(steps: Sequence[DocRunbookStep]) -> str:
+    return json.dumps([s.model_dump(mode="json") for s in steps], ensure_ascii=False)
+
+
+def _latest_plan(db: Database, incident_id: str) -> RunbookPlan | None:
+    rows = db.query("SELECT * FROM runbooks WHERE incident_id = ? ORDER BY version DESC LIMIT 1", [incident_id])
+    for row in rows:
+        return RunbookPlan.model_validate({**row, "steps": json.loads(row["steps"])})
+    return None
+
+
+def _trail(db: Database, incident_id: str) -> builtins.list[ApprovalEntry]:
+    rows = db.query("SELECT * FROM approvals WHERE incident_id = ? ORDER BY seq", [incident_id])
+    return [ApprovalEntry.model_validate(row) for row in rows]
+
+
+def _append(db: Database, runbook_id: str, incident_id: str, plan_hash: str, d: Decision, at: str) -> None:
+    db.execute(
+        'INSERT INTO approvals (incident_id, runbook_id, plan_hash, event, "user", at, reason, detail) '
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        [incident_id, runbook_id, plan_hash, d.event, d.user, at, d.reason, d.detail],
+    )
 
 
 def _fts_query(text: str) -> str:

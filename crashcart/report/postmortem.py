@@ -1,0 +1,331 @@
+"""Report stage: a ``DiagnosisDocument`` and its runbook -> a postmortem first draft in Markdown.
+
+Facts come from the document only: times are UTC, every quote is a cited line (verified ones marked,
+unverified ones flagged), anything not derivable reads "unknown". Quoted text is scrubbed of secret-looking
+values as a second line of defence; environment variables are never listed. Pure.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime, timedelta
+
+from crashcart.models import DiagnosisDocument, DocCitation, DocRunbook
+from crashcart.scan.catalogue import load_catalogue
+
+TEAM = "*To be filled in by the team.*"
+MAX_TIMELINE, MAX_LIST, MAX_QUOTE = 30, 15, 240
+_SECRET = re.compile(
+    r"(?i)\b([\w.-]*(?:token|secret|passw(?:or)?d|api[_-]?key|access[_-]?key|private[_-]?key|credentials?))"
+    r"(\s*[=:]\s*)(['\"]?)[^\s'\"]+"
+)
+_BEARER = re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]{8,}")
+_KNOWN_TOKEN = re.compile(
+    r"\b(?:xox[abposr]-[A-Za-z0-9-]{8,}|sk-[A-Za-z0-9_-]{16,}|AKIA[0-9A-Z]{16}|gh[pousr]_[A-Za-z0-9]{20,})"
+)
+_ROLE = {"cascade": "symptom", "teardown": "teardown", "root_candidate": "candidate", "confirmation": "confirms"}
+
+
+def _scrub(text: str) -> str:
+    text = _SECRET.sub(lambda m: f"{m.group(1)}{m.group(2)}{m.group(3)}[REDACTED]", text)
+    text = _BEARER.sub(lambda m: f"{m.group(1)} [REDACTED]", text)
+    return _KNOWN_TOKEN.sub("[REDACTED]", text)
+
+
+def _code(text: str, limit: int = MAX_QUOTE) -> str:
+    """An inline code span that shows ``text`` literally, whatever backticks it holds."""
+    one = " ".join(_scrub(text).split())
+    if len(one) > limit:
+        one = one[: limit - 1] + "…"
+    fence = "`" * (max((len(r) for r in re.findall(r"`+", one)), default=0) + 1)
+    pad = " " if one.startswith("`") or one.endswith("`") or not one else ""
+    return f"{fence}{pad}{one}{pad}{fence}"
+
+
+def _plain(text: str) -> str:
+    """Text from the document shown as prose: scrubbed, one line, Markdown/HTML control characters escaped."""
+    return re.sub(r"([\\`*\[\]<>|])", r"\\\1", " ".join(_scrub(text).split()))
+
+
+def _time(iso: str | None) -> datetime | None:
+    if not iso:
+        return None
+    try:
+        t = datetime.fromisoformat(iso)
+    except ValueError:
+        return None
+    return (t if t.tzinfo else t.replace(tzinfo=UTC)).astimezone(UTC)
+
+
+def _utc(t: datetime | None, *, ms: bool = False) -> str:
+    if t is None:
+        return "unknown"
+    text = f"{t:%Y-%m-%d %H:%M:%S}"
+    return f"{text}.{t.microsecond // 1000:03d} UTC" if ms else f"{text} UTC"
+
+
+def _span(d: timedelta) -> str:
+    s = round(d.total_seconds())
+    if s < 60:
+        return f"{d.total_seconds():.1f} s" if s < 10 else f"{s} s"
+    h, rest = divmod(s, 3600)
+    return f"{h} h {rest // 60:02d} min" if h else f"{rest // 60} min {rest % 60:02d} s"
+
+
+def _ranges(values: Iterable[int]) -> str:
+    nums = sorted(set(values))
+    parts: list[str] = []
+    i = 0
+    while i < len(nums):
+        j = i
+        while j + 1 < len(nums) and nums[j + 1] == nums[j] + 1:
+            j += 1
+        parts.append(str(nums[i]) if i == j else f"{nums[i]}-{nums[j]}")
+        i = j + 1
+    return ", ".join(parts)
+
+
+def _names(names: Sequence[str], limit: int = 8) -> str:
+    shown = ", ".join(_code(n) for n in names[:limit])
+    return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
+
+
+def _cite(c: DocCitation) -> str:
+    where = f"{c.file}:{c.line}" + (f"-{c.end_line}" if c.end_line and c.end_line != c.line else "")
+    mark = "✅ verified" if c.verified else f"⚠️ **unverified** ({c.status}) — do not rely on it"
+    return f"{_code(where)} {mark}: {_code(c.text)}"
+
+
+def _title(class_id: str) -> str:
+    return _plain(load_catalogue().class_title(class_id))
+
+
+# --- sections ------------------------------------------------------------------------------------------------
+
+
+def _summary(doc: DiagnosisDocument) -> list[str]:
+    root = doc.root_cause
+    level = "high" if root.confidence >= 0.75 else "medium" if root.confidence >= 0.5 else "low"
+    lines = ["## Summary", ""]
+    if root.class_ == "unknown":
+        lines.append("CrashCart could **not** decide a root cause from the evidence; the hypotheses below compete.")
+    lines.append(_plain(root.summary))
+    lines.append("")
+    if doc.symptoms:
+        total = sum(s.count for s in doc.symptoms)
+        lines.append(
+            f"Everything else the logs show ({total} lines in {len(doc.symptoms)} groups) is explained as a "
+            "symptom of it, below."
+        )
+        lines.append("")
+    sev = f", severity {root.severity}" if root.severity else ""
+    partial = " The analysis was **partial** (a limit was reached); coverage below." if doc.partial else ""
+    lines += [f"Confidence: **{level}** ({root.confidence:.0%}){sev}.{partial}", ""]
+    return lines
+
+
+def _impact(doc: DiagnosisDocument) -> list[str]:
+    topo = doc.topology
+    nodes = sorted(
+        {str(i["node"]) for i in topo.values() if i.get("node")} | {n for s in doc.symptoms for n in s.nodes}
+    )
+    gpus = {(i.get("node"), i["gpu"]) for i in topo.values() if i.get("gpu")}
+    ranks = len(topo)
+    root_t = _time(doc.root_cause.time)
+    times = [t for t in (_time(e.time) for e in doc.timeline) if t is not None]
+    times += [t for s in doc.symptoms for t in (_time(s.first_time), _time(s.last_time)) if t is not None]
+    first_symptom = min((t for s in doc.symptoms if (t := _time(s.first_time))), default=None)
+    start = min([*times, *([root_t] if root_t else [])], default=None)
+    end = max([*times, *([root_t] if root_t else [])], default=None)
+    duration = end - start if start and end and end > start else None
+    n_gpus = len(gpus) if gpus and len(gpus) == ranks else None
+    if duration is not None and n_gpus:
+        lost = f"{n_gpus * duration.total_seconds() / 3600:.2f} GPU-hours ({n_gpus} GPUs × {_span(duration)})"
+    else:
+        lost = "unknown (needs the GPU count and both ends of the incident)"
+    rows = [
+        ("Job", _code(doc.job_id) if doc.job_id else "unknown"),
+        ("Nodes", f"{len(nodes)} ({_names(nodes)})" if nodes else "unknown"),
+        ("Ranks", str(ranks) if ranks else "unknown"),
+        ("GPUs", str(n_gpus) if n_gpus else "unknown"),
+        ("Incident start (first event in the logs)", _utc(start)),
+        ("Fault (root cause)", _utc(root_t)),
+        ("Detected (first symptom)", _utc(first_symptom)),
+        ("Last failure line", _utc(end)),
+        ("Duration", _span(duration) if duration else "unknown"),
+        ("GPU time lost in the incident", lost),
+        ("Training progress lost since the last checkpoint", "unknown (not in the bundle)"),
+    ]
+    lines = ["## Impact", "", "| | |", "|---|---|", *(f"| {k} | {v} |" for k, v in rows), ""]
+    if root_t and first_symptom and root_t > first_symptom:
+        lines += [
+            "Note: the root-cause line is stamped after the first symptom. Its source's clock is probably not "
+            "aligned with the rank logs (see coverage); the order of cause and effect rests on the evidence.",
+            "",
+        ]
+    return lines
+
+
+def _timeline(doc: DiagnosisDocument) -> list[str]:
+    lines = ["## Timeline (UTC)", ""]
+    if not doc.timeline:
+        return [*lines, "No timestamped event could be cited.", ""]
+    root = doc.root_cause
+    roots = {(c.file, c.line) for c in root.citations if c.verified}
+    lines += ["| time | role | what | where | line |", "|---|---|---|---|---|"]
+    for e in doc.timeline[:MAX_TIMELINE]:
+        when = _utc(_time(e.time), ms=True) if e.time else "(no time)"
+        what = _title(e.class_) if e.class_ else ""
+        is_root = (e.file, e.line) in roots or (e.class_ == root.class_ and e.role == "root_candidate")
+        role = "**root cause**" if is_root else _ROLE.get(e.role, e.role)
+        lines.append(f"| {when} | {role} | {what} | {_code(f'{e.file}:{e.line}')} | {_code(e.text, 140)} |")
+    if len(doc.timeline) > MAX_TIMELINE:
+        lines.append(f"| … | | {len(doc.timeline) - MAX_TIMELINE} more events in diagnosis.json | | |")
+    lines += [
+        "",
+        "Each line above is a verified citation: the quoted text is that line of the bundle.",
+        "",
+    ]
+    return lines
+
+
+def _root_cause(doc: DiagnosisDocument) -> list[str]:
+    root = doc.root_cause
+    cat = load_catalogue()
+    info = cat.classes.get(root.class_)
+    c = root.culprit
+    culprit = ", ".join(
+        x
+        for x in (
+            f"node {_code(c.node)}" if c.node else "",
+            f"rank {c.rank}" if c.rank is not None else "",
+            f"GPU {_code(c.gpu)}" if c.gpu else "",
+        )
+        if x
+    )
+    lines = [f"## Root cause: {_title(root.class_)}", ""]
+    if info is not None:
+        lines += [_plain(info.explanation), ""]
+    lines += [f"- Culprit: {culprit or 'not identified'}", f"- Time: {_utc(_time(root.time), ms=True)}"]
+    hardware = f" (hardware: {'yes' if info.hardware else 'no'})" if info else ""
+    lines.append(f"- Class: {_code(root.class_)}{hardware}")
+    lines += ["", "Evidence:", ""]
+    lines += [f"- {_cite(x)}" for x in root.citations] or ["- none survived verification"]
+    if any(not x.verified for x in root.citations):
+        lines += ["", "⚠️ Unverified citations did not match the bundle; the claim rests on the verified ones only."]
+    if doc.reasoning:
+        lines += ["", "Why CrashCart chose it:", "", *(f"- {_plain(r)}" for r in doc.reasoning)]
+    return [*lines, ""]
+
+
+def _symptoms(doc: DiagnosisDocument) -> list[str]:
+    lines = ["## Symptoms (explained by the root cause)", ""]
+    if not doc.symptoms:
+        return [*lines, "None: no other error was found.", ""]
+    for s in doc.symptoms:
+        who = []
+        if s.ranks:
+            who.append(f"{len(s.ranks)} ranks ({_ranges(s.ranks)})" if len(s.ranks) > 1 else f"rank {s.ranks[0]}")
+        if s.nodes:
+            who.append(f"{len(s.nodes)} nodes" if len(s.nodes) > 1 else f"node {_code(s.nodes[0])}")
+        first, last = _time(s.first_time), _time(s.last_time)
+        when = f", {_utc(first)}" if first else ""
+        if first and last and last > first:
+            when = f", {_utc(first)[:-4]} – {_utc(last)[11:]}"
+        lines.append(f"- **{_title(s.class_)}**: {s.count} lines from {', '.join(who) or 'unknown ranks'}{when}.")
+        info = load_catalogue().classes.get(s.class_)
+        if info is not None:
+            lines.append(f"  {_plain(info.explanation)}")
+        lines += [f"  - {_cite(x)}" for x in s.citations[:2]]
+    return [*lines, ""]
+
+
+def _contributing(doc: DiagnosisDocument) -> list[str]:
+    lines = ["## Contributing factors", ""]
+    if not doc.contributing:
+        return [*lines, "None identified from the logs. " + TEAM, ""]
+    for c in doc.contributing:
+        lines.append(f"- **{_title(c.class_)}**: {_plain(c.summary)}")
+        lines += [f"  - {_cite(x)}" for x in c.citations[:2]]
+    return [*lines, ""]
+
+
+def _hypotheses(doc: DiagnosisDocument) -> list[str]:
+    lines = ["## Hypotheses considered", ""]
+    if not doc.hypotheses:
+        return [*lines, "No competing explanation scored.", ""]
+    lines += ["| class | score | why not |", "|---|---|---|"]
+    lines += [f"| {_title(h.class_)} | {h.score:g} | {_plain(h.why_not)} |" for h in doc.hypotheses]
+    return [*lines, ""]
+
+
+def _actions(runbook: DocRunbook) -> list[str]:
+    lines = ["## Action items", ""]
+    if not runbook.steps:
+        return [*lines, "The runbook has no step for this class. " + TEAM, ""]
+    lines.append("From the dry-run runbook (`runbook.md`; nothing runs until a human approves and runs it):")
+    lines.append("")
+    for step in runbook.steps:
+        lines.append(f"- [ ] {_plain(step.title)} — risk {step.risk}, `{step.id}`. Owner: {TEAM}")
+    lines += ["", "Longer-term follow-ups: " + TEAM, ""]
+    return lines
+
+
+def _coverage(doc: DiagnosisDocument) -> list[str]:
+    st = doc.stats
+    lines = [
+        "## Coverage",
+        "",
+        f"- Scanned {st.files} files, {st.lines:,} lines, {st.bytes:,} bytes in {st.seconds:.1f} s "
+        f"({doc.engine} engine); {st.findings:,} findings in {st.groups} groups.",
+        f"- Citations dropped by verification: {st.citations_dropped}.",
+    ]
+    if st.llm.calls:
+        lines.append(f"- Model calls: {st.llm.calls} ({st.llm.prompt_tokens + st.llm.completion_tokens:,} tokens).")
+    if doc.partial:
+        lines.append("- **Partial analysis**: a limit was reached before every source was read.")
+    lines.append(f"- Skipped files: {len(st.skipped_files) or 'none'}")
+    lines += [f"  - `{_plain(s.path)}`: {_plain(s.reason)}" for s in st.skipped_files[:MAX_LIST]]
+    if len(st.skipped_files) > MAX_LIST:
+        lines.append(f"  - … and {len(st.skipped_files) - MAX_LIST} more")
+    lines.append(f"- Clocks not aligned (events ordered, not timed): {len(st.unaligned_clocks) or 'none'}")
+    lines += [f"  - {_plain(u)}" for u in st.unaligned_clocks[:MAX_LIST]]
+    if len(st.unaligned_clocks) > MAX_LIST:
+        lines.append(f"  - … and {len(st.unaligned_clocks) - MAX_LIST} more")
+    return [*lines, ""]
+
+
+def render_postmortem(doc: DiagnosisDocument, runbook: DocRunbook) -> str:
+    """The postmortem draft (``postmortem.md``) for a diagnosis and its runbook."""
+    root = doc.root_cause
+    where = f" on {_code(root.culprit.node)}" if root.culprit.node else ""
+    job = f" — job {_code(doc.job_id)}" if doc.job_id else ""
+    head = [
+        f"# Postmortem (draft): {_title(root.class_)}{where}{job}",
+        "",
+        f"*First draft by CrashCart from incident {_code(doc.incident_id)} (bundle "
+        f"`{doc.bundle.sha256[:12]}`, {doc.bundle.files} files). Check it; sections marked "
+        "*to be filled in by the team* need a human.*",
+        "",
+    ]
+    body = [
+        *_summary(doc),
+        *_impact(doc),
+        *_timeline(doc),
+        *_root_cause(doc),
+        *_symptoms(doc),
+        *_contributing(doc),
+        *_hypotheses(doc),
+        *_actions(runbook),
+        *_coverage(doc),
+        "## What went well",
+        "",
+        TEAM,
+        "",
+        "## What we will change",
+        "",
+        TEAM,
+        "",
+    ]
+    return "\n".join([*head, *body])

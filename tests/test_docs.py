@@ -1,0 +1,32 @@
+"""Docs are checked: every setting is in the README's table, and the README's commands name real things."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from crashcart.errors import CrashCartError
+from crashcart.settings import Settings
+
+ROOT = Path(__file__).resolve().parent.parent
+README = (ROOT / "README.md").read_text()
+
+
+def test_every_setting_is_documented() -> None:
+    for name in Settings.model_fields:
+        assert f"`CRASHCART_{name.upper()}`" in README, name
+
+
+def test_readme_default_incident_exists() -> None:
+    assert "crashcart diagnose incidents/gpu-fell-off-bus" in README
+    assert (ROOT / "incidents" / "gpu-fell-off-bus" / "expected.json").is_file()
+
+
+def test_every_error_is_documented_in_the_tree() -> None:
+    import crashcart.errors as errors
+
+    def leaves(cls: type) -> list[type]:
+        subs = cls.__subclasses__()
+        return [cls] if not subs else [x for s in subs for x in leaves(s)]
+
+    for leaf in leaves(CrashCartError):
+        assert leaf.__name__ in (errors.__doc__ or ""), leaf.__name__
