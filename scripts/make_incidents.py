@@ -28,7 +28,7 @@ CASES: list[tuple[str, str, int, str, int, int, str]] = [
         "per_rank",
         32,
         4,
-        "Xid 79 in one node's kern.log; 24 healthy ranks then hit the NCCL watchdog ten minutes later, torchrun tears down.",
+        "Xid 79 in one node's kern.log; 24 healthy ranks hit the NCCL watchdog ten minutes later.",
     ),
     (
         "ecc-uncorrectable",
