@@ -74,7 +74,7 @@ def score_case(name: str, doc: DiagnosisDocument, labels: dict[str, Any], second
             culprit_ok = False
             notes.append(f"culprit {key}: expected {exp}, got {got}")
     lines = {(str(x["file"]), int(x["line"])) for x in labels.get("root_cause_lines") or []}
-    hit = not lines or any(
+    hit = not lines or want_class == "unknown" or any(
         (c.file, n) in lines for c in rc.citations if c.verified for n in range(c.line, (c.end_line or c.line) + 1)
     )
     if not hit:

@@ -41,7 +41,7 @@ _MPI = re.compile(r"[ \t]*\[(\d{1,9}),(\d{1,7})\]<(?:stdout|stderr|stddiag)>: ?"
 # Hostname-shaped tokens that are in fact programs, devices, data types or counters.
 _NOT_HOST = re.compile(
     r"""(?x)
-    (?:python|pypy|pip|perl|ruby|java|gcc|clang|cuda|cudnn|nccl|torch|sm|compute|lib|bin|sbin
+    (?:python|pypy|pip|perl|ruby|java|gcc|clang|cuda|cudnn|nccl|torch|sm|lib|bin|sbin
       |eth|ib|en[ops]|wl|mlx|hfi|bnxt|nvme|sd[a-z]|md|dm|nvidia|card|loop|bond|veth|tun|tap
       |virbr|docker|br|lo|usb|pci|port|irq|sha|fp|bf|int|uint|float|utf|iso|base|x86|aarch|arm
       |v|ver|version|rc|py|cp|epoch|step|iter|iteration|layer|layers|batch|rank|loss|lr|top|stage

@@ -344,12 +344,15 @@ def _unknown(
     if not cands:
         reasons.append("no line in the bundle names a cause; only symptoms were found")
     clue = cands[0].first.evidence[0].id if cands else None
+    culprit = Culprit()
+    if cands and len(cands[0].nodes) == 1 and not cands[0].penalties:
+        culprit = _culprit(cands[0], topo)  # where it happened is known even when why is not
     return Diagnosis(
         root_class="unknown",
         summary="Root cause not established: "
         + ("the evidence is not decisive" if cands else "only symptoms were found")
         + (f" (first unexplained error{_when(cands[0].time)}: {cands[0].first.summary})" if cands else ""),
-        culprit=Culprit(),
+        culprit=culprit,
         time=None,
         confidence=0.2 if cands else 0.1,
         root_evidence=[clue] if clue else [],
