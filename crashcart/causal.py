@@ -267,7 +267,7 @@ def _downstream(c: Candidate, findings: list[Finding]) -> bool:
     first_symptom: dict[tuple[str, int | None], int] = {}
     own = {f.id for f in c.findings}
     for f in findings:
-        if f.role in {"cascade", "teardown"} and f.id not in own:
+        if f.role in {"cascade", "teardown"} and f.id not in own and f.rank is not None:
             key = (f.evidence[0].file, f.rank)
             first_symptom[key] = min(first_symptom.get(key, f.evidence[0].line), f.evidence[0].line)
     after = 0

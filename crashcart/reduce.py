@@ -185,7 +185,14 @@ def _hang(pic: Picture, topo: Topology, findings: list[Finding], last: dict[int,
     return c
 
 
-def _culprit(c: Candidate, topo: Topology) -> Culprit:
+def _rank_of_pid(node: str, pid: str, topo: Topology, findings: list[Finding]) -> int | None:
+    """A process id named on a node (the OOM killer's victim) -> the rank whose NCCL lines show that pid."""
+    ranks = {f.rank for f in findings if f.role == "context" and f.node == node and f.fields.get("pid") == pid}
+    ranks.discard(None)
+    return ranks.pop() if len(ranks) == 1 else None
+
+
+def _culprit(c: Candidate, topo: Topology, findings: list[Finding] | None = None) -> Culprit:
     first = c.first
     nodes = c.nodes
     node = first.node if len(nodes) <= 1 or len(nodes) * 3 <= max(len(topo.nodes), 1) else None
@@ -198,6 +205,8 @@ def _culprit(c: Candidate, topo: Topology) -> Culprit:
         gpu = None  # a rank's GPU is only named when a line names it; see _support
     if rank is None and node and gpu:
         rank = next((r for r, i in topo.ranks.items() if i.node == node and i.gpu == gpu), None)
+    if rank is None and node and first.fields.get("pid") and findings is not None:
+        rank = _rank_of_pid(node, first.fields["pid"], topo, findings)
     if node is None and rank is not None and rank in topo.ranks and len(nodes) <= 1:
         node = topo.ranks[rank].node
     return Culprit(node=node, rank=rank, gpu=gpu)
@@ -267,7 +276,7 @@ def _compose(
             (f for f in root.findings if f.rank == r), key=lambda f: (f.evidence[0].file, f.evidence[0].line)
         )
         root.reasons.append(f"rank {r} {pic.suspects[r]}")
-    culprit = _culprit(root, topo)
+    culprit = _culprit(root, topo, findings)
     first = root.first
     root_ids = [ev.id for ev in first.evidence]
     near = [
@@ -345,8 +354,12 @@ def _unknown(
         reasons.append("no line in the bundle names a cause; only symptoms were found")
     clue = cands[0].first.evidence[0].id if cands else None
     culprit = Culprit()
-    if cands and len(cands[0].nodes) == 1 and not cands[0].penalties:
-        culprit = _culprit(cands[0], topo)  # where it happened is known even when why is not
+    root_ids = [clue] if clue else []
+    if cands and len(cands[0].nodes) == 1:
+        culprit = _culprit(cands[0], topo, findings)  # where it happened is known even when why is not
+        registry = {ev.id: ev for f in findings for ev in f.evidence}
+        cited = [registry[i] for i in root_ids if i in registry]
+        root_ids += [i for i in _support(culprit, cands[0], findings, cited) if i not in root_ids]
     return Diagnosis(
         root_class="unknown",
         summary="Root cause not established: "
@@ -355,7 +368,7 @@ def _unknown(
         culprit=culprit,
         time=None,
         confidence=0.2 if cands else 0.1,
-        root_evidence=[clue] if clue else [],
+        root_evidence=root_ids,
         contributing=[],
         symptoms=_symptoms(groups, exclude=set()),
         hypotheses=hyps,

@@ -112,9 +112,9 @@ def attribute(findings: list[Finding], topo: Topology) -> list[Finding]:
             update["node"] = f.fields["_file_host"]
         if f.rank is None and f.node and f.gpu and (f.node, f.gpu) in by_node_gpu:
             update["rank"] = by_node_gpu[(f.node, f.gpu)]
-        elif f.rank is None and f.node and f.fields.get("gpu", "").isdigit():
-            # "GPU 3" in a CUDA error printed on a node: the rank whose local device that is
-            local = int(f.fields["gpu"])
+        elif f.rank is None and f.node and (f.fields.get("gpu", "").isdigit() or (f.gpu or "").isdigit()):
+            # "GPU 3" in a CUDA error or a telemetry row of a node: the rank whose local device that is
+            local = int(f.fields["gpu"] if f.fields.get("gpu", "").isdigit() else f.gpu or 0)
             hit = [r for r, i in topo.ranks.items() if i.node == f.node and i.local_rank == local]
             if len(hit) == 1:
                 update["rank"] = hit[0]

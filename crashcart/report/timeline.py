@@ -15,7 +15,6 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from statistics import median
 
-from matplotlib import dates as mdates
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
@@ -27,11 +26,11 @@ from crashcart.scan.catalogue import load_catalogue
 from crashcart.telemetry import GPU_TEMP, SM_CLOCK, GpuSeries
 
 SIZE, DPI = (10.0, 5.625), 120  # 1200 x 675 px: a Slack preview shows it ~360 px wide
-MAX_ROWS, MAX_LANES, LANE_ROWS = 64, 4, 16  # sub-lanes per row only while rows are tall enough
-GAP = timedelta(minutes=35)  # events further apart than this (longer than an NCCL timeout) leave the window
-RED, INK, GREY, BG, TEMP = "#d7191c", "#111111", "#8c8c8c", "#ffffff", "#e66101"
+MAX_ROWS, MAX_LANES, LANE_ROWS = 64, 4, 16  # each class gets its own strip per row while rows are few
+GAP = timedelta(minutes=35)  # events further apart than this (more than an NCCL timeout) leave the window
+RED, INK, GREY, BG, TEMP, TEARDOWN = "#d7191c", "#111111", "#8c8c8c", "#ffffff", "#e66101", "#9e9e9e"
 PALETTE = ["#2b83ba", "#fdae61", "#7b3294", "#1a9641"]  # colour-blind-safe, all distinct from the root red
-TEARDOWN = "#9e9e9e"
+_STEPS = [1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400]
 
 
 @dataclass
@@ -51,33 +50,43 @@ class _Lane:
     rows: list[int]
     start: datetime | None
     end: datetime | None
-    teardown: bool
+    teardown: bool = False
     color: str = TEARDOWN
 
 
 @dataclass
 class _Axis:
+    """x is seconds since ``ref`` (timed) or event order (not timed); ``gutter`` holds untimed events."""
+
     timed: bool
     lo: float
     hi: float
-    gutter: tuple[float, float] | None = None  # where untimed events go in a timed plot
-    before: bool = False  # some event lies before / after the window
+    ref: datetime | None = None
+    gutter: tuple[float, float] | None = None
+    before: bool = False
     after: bool = False
-
-    def span(self, start: datetime | None, end: datetime | None, order: int) -> tuple[float, float]:
-        """Left edge and width of an event, clipped to the window; ``order`` places it when untimed."""
-        if not self.timed:
-            return order + 0.15, 0.7
-        if start is None:
-            assert self.gutter is not None
-            return self.gutter[0] + (self.gutter[1] - self.gutter[0]) * 0.15, (self.gutter[1] - self.gutter[0]) * 0.7
-        a = min(max(float(mdates.date2num(start)), self.lo), self.data_hi)
-        b = min(max(float(mdates.date2num(end or start)), self.lo), self.data_hi)
-        return a, b - a
 
     @property
     def data_hi(self) -> float:
         return self.gutter[0] if self.gutter else self.hi
+
+    def x(self, t: datetime) -> float:
+        assert self.ref is not None
+        return (t - self.ref).total_seconds()
+
+    def inside(self, t: datetime | None) -> bool:
+        return self.timed and t is not None and self.lo <= self.x(t) <= self.data_hi
+
+    def span(self, start: datetime | None, end: datetime | None, order: int) -> tuple[float, float, bool]:
+        """Left edge and width of an event inside the window, and whether it starts before the window."""
+        if not self.timed:
+            return order + 0.15, 0.7, False
+        if start is None:
+            g0, g1 = self.gutter or (self.hi, self.hi)
+            return g0 + (g1 - g0) * 0.15, (g1 - g0) * 0.7, False
+        a, b = self.x(start), self.x(end or start)
+        ca, cb = min(max(a, self.lo), self.data_hi), min(max(b, self.lo), self.data_hi)
+        return ca, cb - ca, a < self.lo
 
 
 def _time(iso: str | None) -> datetime | None:
@@ -105,15 +114,13 @@ def _dur(seconds: float) -> str:
 
 
 def _rows(doc: DiagnosisDocument) -> _Rows:
+    """One row per rank (grouped by node) up to MAX_ROWS ranks; else one per node, or per band of nodes."""
     topo = {int(r): info for r, info in doc.topology.items() if r.isdigit()}
-    culprit = doc.root_cause.culprit
-    ranks = (
-        set(topo) | {r for s in doc.symptoms for r in s.ranks} | ({culprit.rank} if culprit.rank is not None else set())
-    )
+    c = doc.root_cause.culprit
+    ranks = set(topo) | {r for s in doc.symptoms for r in s.ranks} | ({c.rank} if c.rank is not None else set())
     node_of = {r: str(info["node"]) for r, info in topo.items() if info.get("node")}
     nodes = list(dict.fromkeys([node_of[r] for r in sorted(node_of)] + [n for s in doc.symptoms for n in s.nodes]))
-    if culprit.node and culprit.node not in nodes:
-        nodes.append(culprit.node)
+    nodes += [c.node] if c.node and c.node not in nodes else []
     world = max(ranks) + 1 if ranks else 0
     if world == 0 and not nodes:
         return _Rows(1, {}, {}, [(0.5, "job")], "")
@@ -123,34 +130,28 @@ def _rows(doc: DiagnosisDocument) -> _Rows:
             if r in node_of:
                 members.setdefault(node_of[r], []).append(r)
         bands = [(min(rs), max(rs), n) for n, rs in members.items()]
-        if len(bands) <= LANE_ROWS:
-            ticks = [
-                ((lo + hi + 1) / 2, f"{n}\nranks {lo}-{hi}" if hi > lo else f"{n}\nrank {lo}") for lo, hi, n in bands
-            ]
-        else:
+        ticks = [
+            ((lo + hi + 1) / 2, f"{n}\nrank{'s' if hi > lo else ''} {lo}{f'-{hi}' if hi > lo else ''}")
+            for lo, hi, n in bands
+        ]
+        if not ticks or len(bands) > LANE_ROWS:
             ticks = [(0.5, "rank 0"), (world - 0.5, f"rank {world - 1}")]
         label = f"{world} ranks" + (f" on {len(members)} nodes" if members else "")
-        return _Rows(
-            world, {r: r for r in range(world)}, {n: min(rs) for n, rs in members.items()}, ticks, label, bands
-        )
+        first = {n: min(rs) for n, rs in members.items()}
+        return _Rows(world, {r: r for r in range(world)}, first, ticks, label, bands)
     if not nodes:  # many ranks and no host names: bands of ranks
         per = math.ceil(world / MAX_ROWS)
         n = math.ceil(world / per)
-        return _Rows(
-            n,
-            {r: r // per for r in range(world)},
-            {},
-            [(0.5, "rank 0"), (n - 0.5, f"rank {world - 1}")],
-            f"{world:,} ranks, {per} per row",
-        )
+        ticks = [(0.5, "rank 0"), (n - 0.5, f"rank {world - 1}")]
+        return _Rows(n, {r: r // per for r in range(world)}, {}, ticks, f"{world:,} ranks, {per} per row")
     per = math.ceil(len(nodes) / MAX_ROWS)
     of_node = {name: i // per for i, name in enumerate(nodes)}
     n = math.ceil(len(nodes) / per)
-    label = (
-        f"{len(nodes)} nodes" + (f", {world:,} ranks" if world else "") + (f" ({per} nodes per row)" if per > 1 else "")
-    )
-    ticks = [(0.5, nodes[0]), (n - 0.5, nodes[-1])]
-    return _Rows(n, {r: of_node[node_of[r]] for r in node_of}, of_node, ticks, label)
+    label = f"{len(nodes)} nodes" + (f", {world:,} ranks" if world else "") + (f" ({per} per row)" if per > 1 else "")
+    rows = _Rows(n, {r: of_node[node_of[r]] for r in node_of}, of_node, [(0.5, nodes[0]), (n - 0.5, nodes[-1])], label)
+    if c.node in of_node and 2 < of_node[c.node] < n - 3:
+        rows.ticks.insert(1, (of_node[c.node] + 0.5, c.node))
+    return rows
 
 
 def _role(doc: DiagnosisDocument, class_id: str) -> str:
@@ -170,6 +171,8 @@ def _merge(title: str, lanes: list[_Lane], teardown: bool, color: str) -> _Lane:
 
 
 def _lanes(doc: DiagnosisDocument, rows: _Rows) -> list[_Lane]:
+    """Symptom classes, heaviest first (as the document lists them): four in colour, the rest merged, and
+    the teardown classes merged into one hatched lane."""
     cat = load_catalogue()
     lanes: list[_Lane] = []
     for s in doc.symptoms:
@@ -179,29 +182,23 @@ def _lanes(doc: DiagnosisDocument, rows: _Rows) -> list[_Lane]:
             hit |= {r for lo, hi, n in rows.bands if n in s.nodes for r in range(lo, hi + 1)}
         start = _time(s.first_time)
         lane = _Lane(
-            cat.class_title(s.class_),
-            s.count,
-            sorted(hit) or list(range(rows.n)),
-            start,
-            _time(s.last_time) or start,
-            False,
+            cat.class_title(s.class_), s.count, sorted(hit) or list(range(rows.n)), start, _time(s.last_time) or start
         )
         lane.teardown = _role(doc, s.class_) == "teardown"
         lanes.append(lane)
-    shown = [x for x in lanes if not x.teardown][:MAX_LANES]  # the document lists symptoms heaviest first
+    shown = [x for x in lanes if not x.teardown][:MAX_LANES]
     for lane, colour in zip(shown, PALETTE, strict=False):
         lane.color = colour
     if rest := [x for x in lanes if not x.teardown and x not in shown]:
         shown.append(_merge(f"{len(rest)} more symptoms", rest, False, GREY))
-    if tear := [x for x in lanes if x.teardown]:
-        shown.append(_merge("teardown", tear, True, TEARDOWN))
-    return shown
+    return shown + [x for x in lanes if x.teardown]  # one lane each, one legend entry
 
 
 def _axis(doc: DiagnosisDocument, lanes: list[_Lane]) -> _Axis:
-    """The time window: the cluster of events around the root cause (events > GAP away are clipped)."""
+    """The window: the cluster of event times (gaps <= GAP) holding the root cause; the rest is clipped."""
     root = _time(doc.root_cause.time)
-    times = sorted({t for x in lanes for t in (x.start, x.end) if t} | ({root} if root else set()))
+    raw = [root, *(t for s in doc.symptoms for t in (_time(s.first_time), _time(s.last_time)))]
+    times = sorted({t for t in raw if t is not None})
     if not times:
         return _Axis(False, -0.3, len(lanes) + 0.8)
     clusters: list[list[datetime]] = []
@@ -211,12 +208,10 @@ def _axis(doc: DiagnosisDocument, lanes: list[_Lane]) -> _Axis:
         else:
             clusters.append([t])
     pick = next((c for c in clusters if root in c), None) or max(reversed(clusters), key=len)
-    lo, hi = pick[0], pick[-1]
-    pad = timedelta(seconds=max((hi - lo).total_seconds(), 20.0) * 0.06)
-    left, right = float(mdates.date2num(lo - pad)), float(mdates.date2num(hi + pad))
-    untimed = root is None or any(x.start is None for x in lanes)
-    gutter = (right, right + (right - left) * 0.1) if untimed else None
-    return _Axis(True, left, gutter[1] if gutter else right, gutter, times[0] < lo, times[-1] > hi)
+    span = max((pick[-1] - pick[0]).total_seconds(), 20.0)
+    ref, lo, hi = pick[0], -span * 0.06, (pick[-1] - pick[0]).total_seconds() + span * 0.06
+    gutter = (hi, hi + (hi - lo) * 0.1) if root is None or any(x.start is None for x in lanes) else None
+    return _Axis(True, lo, gutter[1] if gutter else hi, ref, gutter, times[0] < pick[0], times[-1] > pick[-1])
 
 
 # --- drawing -----------------------------------------------------------------------------------------------
@@ -225,40 +220,43 @@ def _axis(doc: DiagnosisDocument, lanes: list[_Lane]) -> _Axis:
 def _draw_rows(ax: Axes, rows: _Rows, culprit_row: int | None) -> None:
     for k, (lo, hi, _) in enumerate(rows.bands):
         if k % 2:
-            ax.axhspan(lo, hi + 1, color="#eeeeee", zorder=0)
+            ax.axhspan(lo, hi + 1, color="#eeeeee", zorder=0, lw=0)
     if culprit_row is not None:
         ax.axhspan(culprit_row, culprit_row + 1, color=RED, alpha=0.15, zorder=1, lw=0)
     ax.set_ylim(rows.n, 0)  # rank 0 / the first node on top
     ax.set_yticks([y for y, _ in rows.ticks], [label for _, label in rows.ticks])
     ax.tick_params(axis="y", labelsize=12, length=0)
-    if rows.label:
-        ax.set_ylabel(rows.label, fontsize=12, color=INK)
+    ax.set_ylabel(rows.label, fontsize=12, color=INK)
 
 
 def _draw_lanes(ax: Axes, lanes: list[_Lane], axis: _Axis, rows: _Rows) -> None:
-    """Few rows: each lane gets its own strip in every row. Many rows: full-height blocks per run of rows,
-    the largest drawn first so that rare symptoms stay on top."""
-    min_w = (axis.hi - axis.lo) * 0.01
+    """Few rows: each lane gets its own strip (teardown a thinner one) in every row it touches. Many rows:
+    full-height blocks per run of rows, the widest first so rare symptoms stay on top. A span clipped by
+    the window is drawn faint, with a solid mark where it is still inside."""
     strips = rows.n <= LANE_ROWS
-    h = 0.84 / max(len(lanes), 1)
-    order = (
-        range(len(lanes))
-        if strips
-        else sorted(range(len(lanes)), key=lambda i: (not lanes[i].teardown, -len(lanes[i].rows)))
-    )
+    weights = [0.5 if x.teardown else 1.0 for x in lanes]
+    unit = 0.84 / max(sum(weights), 1.0)
+    offsets = [0.08 + unit * sum(weights[:i]) for i in range(len(lanes))]
+    order = range(len(lanes)) if strips else sorted(range(len(lanes)), key=lambda i: -len(lanes[i].rows))
+    min_w = (axis.hi - axis.lo) * 0.014
     for z, i in enumerate(order):
         lane = lanes[i]
-        left, width = axis.span(lane.start, lane.end, i)
         if strips:
-            ys, height = [r + 0.08 + i * h for r in lane.rows], h * 0.9
+            ys: list[float] = [r + offsets[i] for r in lane.rows]
+            heights: list[float] = [unit * weights[i] * 0.9] * len(ys)
         else:
             runs = _runs(lane.rows)
-            ys, height = [lo for lo, _ in runs], [hi - lo + 1 for lo, hi in runs]
+            ys, heights = [float(lo) for lo, _ in runs], [float(hi - lo + 1) for lo, hi in runs]
+        if _earlier(lane, axis):
+            continue  # wholly before the window: the "earlier events" note and the legend say so
+        left, width, early = axis.span(lane.start, lane.end, i)
+        if early:  # its first line predates the window (often a clock problem): mark only what is inside
+            left, width = max(left + width - min_w, axis.lo), min_w
         ax.barh(
             ys,
             max(width, min_w),
             left=left,
-            height=height,
+            height=heights,
             align="edge",
             color=lane.color,
             alpha=0.45 if lane.teardown else 0.95,
@@ -267,6 +265,10 @@ def _draw_lanes(ax: Axes, lanes: list[_Lane], axis: _Axis, rows: _Rows) -> None:
             linewidth=0.5,
             zorder=3 + z * 0.01,
         )
+
+
+def _earlier(lane: _Lane, axis: _Axis) -> bool:
+    return axis.timed and lane.start is not None and axis.x(lane.end or lane.start) < axis.lo
 
 
 def _runs(rows: Sequence[int]) -> list[tuple[int, int]]:
@@ -286,58 +288,44 @@ def _culprit_row(doc: DiagnosisDocument, rows: _Rows) -> int | None:
     return rows.of_node.get(c.node) if c.node else None
 
 
+def _note(ax: Axes, x: float, y: float, text: str, ha: str, va: str = "bottom", **kw: object) -> None:
+    box = {"boxstyle": "round,pad=0.15", "fc": BG, "ec": "none", "alpha": 0.85}
+    ax.text(x, y, text, transform=ax.get_xaxis_transform(), ha=ha, va=va, fontsize=11, zorder=15, bbox=box, **kw)  # type: ignore[arg-type]
+
+
 def _draw_marks(
     ax: Axes, doc: DiagnosisDocument, lanes: list[_Lane], axis: _Axis, row: int | None, n_rows: int
 ) -> None:
     root_t = _time(doc.root_cause.time)
-    label_y = 1.005
-    if axis.timed and (starts := [x.start for x in lanes if not x.teardown and x.start]):
-        first = min(starts)
-        xf = float(mdates.date2num(first))
-        if axis.lo <= xf <= axis.data_hi:
-            ax.axvline(xf, color=INK, ls="--", lw=1.8, zorder=6)
-            text = "first symptom"
-            if root_t is not None:
-                delta = (first - root_t).total_seconds()
-                text += f" (root +{_dur(delta)})" if delta >= 0 else f" ({_dur(-delta)} before root: clocks?)"
-            ax.text(xf, label_y, text, transform=ax.get_xaxis_transform(), ha="center", va="bottom", fontsize=11)
-    if axis.timed and (tears := [x.start for x in lanes if x.teardown and x.start]):
-        xt = max(float(mdates.date2num(min(tears))), axis.lo)
-        ax.axvspan(xt, axis.data_hi, color=TEARDOWN, alpha=0.12, zorder=0, lw=0)
     if axis.gutter is not None:
-        ax.axvspan(*axis.gutter, color="#f4f4f4", zorder=0, lw=0)
-        ax.text(
-            sum(axis.gutter) / 2,
-            -0.045,
-            "no time",
-            transform=ax.get_xaxis_transform(),
-            ha="center",
-            va="top",
-            fontsize=11,
-            color=GREY,
-        )
-    for flag, x, text, ha in (
-        (axis.before, axis.lo, "◀ earlier events", "left"),
-        (axis.after, axis.data_hi, "later events ▶", "right"),
-    ):
-        if flag:
-            ax.text(
-                x,
-                0.01,
-                text,
-                transform=ax.get_xaxis_transform(),
-                ha=ha,
-                va="bottom",
-                fontsize=10,
-                color=GREY,
-                zorder=12,
-            )
+        ax.axvspan(*axis.gutter, color="#f2f2f2", zorder=0, lw=0)
+        _note(ax, sum(axis.gutter) / 2, 0.99, "no time", "center", "top", color=GREY)
+    if axis.before:
+        _note(ax, axis.lo, 0.99, "◀ earlier events", "left", "top", color=GREY)
+    if axis.after:
+        _note(ax, axis.data_hi, 0.99, "later events ▶", "right", "top", color=GREY)
+    starts = [x.start for x in lanes if not x.teardown and x.start and axis.inside(x.start)]
+    if starts:
+        xf = axis.x(min(starts))
+        ax.axvline(xf, color=INK, ls="--", lw=1.8, zorder=6)
+        text = "first symptom"
+        if root_t is not None and (delta := (min(starts) - root_t).total_seconds()) < 0:
+            text += f" ({_dur(-delta)} before the root: clocks?)"
+        elif root_t is not None:
+            text += f" (root +{_dur(delta)})"
+        frac = (xf - axis.lo) / (axis.hi - axis.lo)
+        _note(ax, xf, 1.005, text, "left" if frac < 0.25 else "right" if frac > 0.75 else "center")
     if doc.root_cause.class_ == "unknown":
         return
     y = row + 0.5 if row is not None else n_rows / 2
-    left, width = axis.span(root_t, root_t, -1) if axis.timed else (axis.lo + 0.3, 0.0)
+    left, width, _ = axis.span(root_t, root_t, -1) if axis.timed else (axis.lo + 0.3, 0.0, False)
     x = left + width / 2
     ax.scatter([x], [y], marker="*", s=1100, color=RED, edgecolors=INK, linewidths=1.5, zorder=20, clip_on=False)
+    if starts and root_t is not None and (gap := axis.x(min(starts)) - x) > (axis.hi - axis.lo) * 0.2:
+        ya = y + max(n_rows * 0.09, 0.45)
+        arrow = {"arrowstyle": "-|>", "color": INK, "lw": 1.6, "shrinkA": 14, "shrinkB": 2}
+        ax.annotate("", (x + gap, ya), xytext=(x, ya), arrowprops=arrow, zorder=7)
+        ax.text(x + gap / 2, ya, f"{_dur(gap)} later", ha="center", va="bottom", fontsize=12, color=INK, zorder=7)
     flip = (x - axis.lo) > (axis.hi - axis.lo) * 0.55
     ax.annotate(
         "ROOT CAUSE",
@@ -362,12 +350,10 @@ def _telemetry(series: Sequence[GpuSeries], doc: DiagnosisDocument) -> tuple[lis
         return [], []
 
     def mine(s: GpuSeries) -> bool:
-        same_host = c.node is None or s.host is None or s.host == c.node
-        return (canonical_pci(s.gpu) or s.gpu) == gpu and same_host
+        return (canonical_pci(s.gpu) or s.gpu) == gpu and (c.node is None or s.host is None or s.host == c.node)
 
     own = [s for s in series if s.metric in (SM_CLOCK, GPU_TEMP) and s.samples and mine(s)]
-    peers = [s for s in series if s.metric == SM_CLOCK and s.samples and not mine(s)]
-    return own, peers
+    return own, [s for s in series if s.metric == SM_CLOCK and s.samples and not mine(s)]
 
 
 def _draw_telemetry(ax: Axes, own: list[GpuSeries], peers: list[GpuSeries], axis: _Axis) -> None:
@@ -377,18 +363,21 @@ def _draw_telemetry(ax: Axes, own: list[GpuSeries], peers: list[GpuSeries], axis
         buckets: dict[float, list[float]] = {}
         for s in peers:
             for p in s.samples:
-                buckets.setdefault(round(float(mdates.date2num(p.time)) * 86400) / 86400, []).append(p.value)
+                buckets.setdefault(round(axis.x(p.time)), []).append(p.value)
         xs = sorted(buckets)
-        ax.plot(xs, [median(buckets[x]) for x in xs], color=GREY, lw=2, ls="--", label="other GPUs")
+        ax.plot(xs, [median(buckets[x]) for x in xs], color=GREY, lw=2, ls="--", label="other GPUs, SM clock")
     if clock is not None:
-        xs2 = [float(mdates.date2num(p.time)) for p in clock.samples]
-        ax.plot(xs2, [p.value for p in clock.samples], color=RED, lw=2.5, label="culprit GPU")
-        ax.set_ylabel("SM MHz", fontsize=11)
+        ax.plot(
+            [axis.x(p.time) for p in clock.samples],
+            [p.value for p in clock.samples],
+            color=RED,
+            lw=2.5,
+            label="culprit GPU, SM clock",
+        )
+    ax.set_ylabel("MHz", fontsize=11)
     if temp is not None:
         tw = ax.twinx()
-        tw.plot(
-            [float(mdates.date2num(p.time)) for p in temp.samples], [p.value for p in temp.samples], color=TEMP, lw=1.8
-        )
+        tw.plot([axis.x(p.time) for p in temp.samples], [p.value for p in temp.samples], color=TEMP, lw=1.6, label="°C")
         tw.set_ylabel("°C", fontsize=11, color=TEMP)
         tw.tick_params(labelsize=9, colors=TEMP)
         tw.spines["top"].set_visible(False)
@@ -398,13 +387,22 @@ def _draw_telemetry(ax: Axes, own: list[GpuSeries], peers: list[GpuSeries], axis
     ax.set_xlim(axis.lo, axis.hi)
 
 
+def _time_ticks(ax: Axes, axis: _Axis) -> None:
+    assert axis.ref is not None
+    width = axis.data_hi - axis.lo
+    step = next((s for s in _STEPS if width / s <= 5), _STEPS[-1])
+    first = math.ceil((axis.ref.timestamp() + axis.lo) / step) * step - axis.ref.timestamp()
+    ticks = [first + k * step for k in range(int((axis.data_hi - first) // step) + 1)]
+    fmt = "%H:%M:%S" if step < 60 else "%H:%M"
+    ax.set_xticks(ticks, [f"{axis.ref + timedelta(seconds=t):{fmt}}" for t in ticks])
+    ax.set_xlabel(f"time (UTC), {axis.ref:%Y-%m-%d}", fontsize=12)
+    ax.tick_params(axis="x", labelsize=12)
+
+
 def _verdict(doc: DiagnosisDocument) -> tuple[str, str]:
     root = doc.root_cause
-    head = (
-        "NO ROOT CAUSE FOUND"
-        if root.class_ == "unknown"
-        else f"ROOT CAUSE: {_short(load_catalogue().class_title(root.class_), 48)}"
-    )
+    title = _short(load_catalogue().class_title(root.class_), 48)
+    head = "NO ROOT CAUSE FOUND" if root.class_ == "unknown" else f"ROOT CAUSE: {title}"
     c = root.culprit
     bits = [c.node or "", f"GPU {c.gpu}" if c.gpu else "", f"rank {c.rank}" if c.rank is not None else ""]
     t = _time(root.time)
@@ -413,7 +411,7 @@ def _verdict(doc: DiagnosisDocument) -> tuple[str, str]:
 
 
 def render_timeline(doc: DiagnosisDocument, out: Path, *, series: list[GpuSeries] | None = None) -> Path:
-    """Draw the incident timeline to ``out`` (PNG, created with its directory) and return ``out``.
+    """Draw the incident timeline to ``out`` (PNG; its directory is created) and return ``out``.
 
     :param series: GPU telemetry (the scan's ``ScanResult.series``); the culprit GPU's SM clock and
         temperature are drawn under the timeline when the culprit GPU is known and has samples
@@ -424,7 +422,7 @@ def render_timeline(doc: DiagnosisDocument, out: Path, *, series: list[GpuSeries
     own, peers = _telemetry(series or [], doc) if axis.timed else ([], [])
     fig = Figure(figsize=SIZE, dpi=DPI, facecolor=BG)
     FigureCanvasAgg(fig)
-    top = 0.70 if len(lanes) > 3 else 0.75
+    top = 0.69 if len({x.title for x in lanes if not x.teardown}) > 2 else 0.73
     if own:
         grid = fig.add_gridspec(2, 1, height_ratios=[3.2, 1.2], hspace=0.1, left=0.15, right=0.94, top=top, bottom=0.1)
         ax = fig.add_subplot(grid[0])
@@ -432,16 +430,8 @@ def render_timeline(doc: DiagnosisDocument, out: Path, *, series: list[GpuSeries
     else:
         ax, tax = fig.add_subplot(fig.add_gridspec(1, 1, left=0.15, right=0.97, top=top, bottom=0.12)[0]), None
     head, sub = _verdict(doc)
-    fig.text(
-        0.015,
-        0.975,
-        head,
-        ha="left",
-        va="top",
-        fontsize=24,
-        fontweight="bold",
-        color=INK if doc.root_cause.class_ == "unknown" else RED,
-    )
+    colour = INK if doc.root_cause.class_ == "unknown" else RED
+    fig.text(0.015, 0.975, head, ha="left", va="top", fontsize=24, fontweight="bold", color=colour)
     fig.text(0.015, 0.885, sub, ha="left", va="top", fontsize=15, color=INK)
     row = _culprit_row(doc, rows)
     _draw_rows(ax, rows, row)
@@ -450,38 +440,29 @@ def render_timeline(doc: DiagnosisDocument, out: Path, *, series: list[GpuSeries
     ax.set_xlim(axis.lo, axis.hi)
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)
-    bottom = tax if tax is not None else ax
+    if tax is not None:
+        _draw_telemetry(tax, own, peers, axis)
+        ax.tick_params(axis="x", labelbottom=False)
     if axis.timed:
-        bottom.xaxis.set_major_locator(mdates.AutoDateLocator(tz=UTC, minticks=3, maxticks=6))
-        bottom.xaxis.set_major_formatter(mdates.DateFormatter("%H:%M:%S", tz=UTC))
-        bottom.set_xlabel("time (UTC)", fontsize=12)
-        ax.tick_params(axis="x", labelsize=12, labelbottom=tax is None)
+        _time_ticks(tax if tax is not None else ax, axis)
     else:
         ax.set_xticks([])
         ax.set_xlabel("times not aligned: events shown in order", fontsize=13, color=INK)
-    if tax is not None:
-        _draw_telemetry(tax, own, peers, axis)
+    tear = [x for x in lanes if x.teardown]
+    keys = [x for x in lanes if not x.teardown]
+    keys += [_Lane("teardown", sum(x.count for x in tear), [], None, None, True)] if tear else []
     handles = [
         Patch(
             facecolor=x.color,
             alpha=0.45 if x.teardown else 0.95,
             hatch="///" if x.teardown else None,
             edgecolor="#444444" if x.teardown else x.color,
-            label=f"{_short(x.title)} ×{x.count:,}",
+            label=f"{_short(x.title)} ×{x.count:,}" + (" (earlier)" if _earlier(x, axis) else ""),
         )
-        for x in lanes
+        for x in keys
     ]
     if handles:
-        fig.legend(
-            handles=handles,
-            loc="upper left",
-            bbox_to_anchor=(0.01, 0.83),
-            ncols=3,
-            fontsize=12,
-            frameon=False,
-            handlelength=1.6,
-            columnspacing=1.4,
-        )
+        fig.legend(handles=handles, loc="upper left", bbox_to_anchor=(0.01, 0.83), ncols=3, fontsize=12, frameon=False)
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, format="png", dpi=DPI, facecolor=BG, metadata={"Software": None})
     return out
