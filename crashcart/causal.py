@@ -254,7 +254,7 @@ def score(
     if len(kinds) > 1:
         c.score += 4 * (len(kinds) - 1)
         c.reasons.append("corroborated by " + ", ".join(sorted(kinds)))
-    from_rank_logs = all(f.source == "rule" for f in c.findings) and c.class_id not in SLOW_CLASSES
+    from_rank_logs = all(_source_of(f) == "rank logs" for f in c.findings) and c.class_id not in SLOW_CLASSES
     if t is not None and ranks and from_rank_logs:
         alive = [r for r in ranks if (rl := last.get(r)) and rl.time and rl.time - t > RECOVERY_GAP]
         if alive and len(alive) == len(ranks) and c.severity != "P0":

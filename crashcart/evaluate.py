@@ -42,14 +42,29 @@ class CaseResult:
         return self.error is None and self.class_ok and self.culprit_ok and self.line_hit and self.citations_ok
 
 
+SIDECAR = ".expected.json"
+
+
+def labels_of(case: Path) -> Path:
+    """Where a case's labels are: ``DIR/expected.json``, or ``NAME.expected.json`` beside an archive or file."""
+    if case.is_dir():
+        return case / LABELS
+    return case.with_name(case.name.split(".")[0] + SIDECAR)
+
+
 def find_cases(dirs: list[Path]) -> list[Path]:
-    """Bundles (directories) that carry labels: each DIR itself, or its sub-directories."""
+    """Labelled bundles: each DIR itself, its sub-directories with expected.json, and archives or single
+    log files beside a ``NAME.expected.json``."""
     out: list[Path] = []
     for d in dirs:
-        if (d / LABELS).is_file():
+        if (d / LABELS).is_file() or (d.is_file() and labels_of(d).is_file()):
             out.append(d)
         elif d.is_dir():
-            out.extend(sorted(p.parent for p in d.glob(f"*/{LABELS}")))
+            found = [p.parent for p in d.glob(f"*/{LABELS}")]
+            for side in d.glob(f"*{SIDECAR}"):
+                stem = side.name[: -len(SIDECAR)]
+                found += [p for p in d.glob(f"{stem}.*") if p.is_file() and p != side]
+            out.extend(sorted(found))
     return out
 
 
@@ -74,8 +89,12 @@ def score_case(name: str, doc: DiagnosisDocument, labels: dict[str, Any], second
             culprit_ok = False
             notes.append(f"culprit {key}: expected {exp}, got {got}")
     lines = {(str(x["file"]), int(x["line"])) for x in labels.get("root_cause_lines") or []}
-    hit = not lines or want_class == "unknown" or any(
-        (c.file, n) in lines for c in rc.citations if c.verified for n in range(c.line, (c.end_line or c.line) + 1)
+    hit = (
+        not lines
+        or want_class == "unknown"
+        or any(
+            (c.file, n) in lines for c in rc.citations if c.verified for n in range(c.line, (c.end_line or c.line) + 1)
+        )
     )
     if not hit:
         notes.append("no root-cause citation is one of the labelled lines")
@@ -111,7 +130,7 @@ def score_case(name: str, doc: DiagnosisDocument, labels: dict[str, Any], second
 def run_eval(cases: list[Path], settings: Settings) -> list[CaseResult]:
     results: list[CaseResult] = []
     for case in cases:
-        labels = json.loads((case / LABELS).read_text())
+        labels = json.loads(labels_of(case).read_text())
         start = time.perf_counter()
         outcome = asyncio.run(diagnose(case, settings))
         results.append(score_case(case.name, outcome.document, labels, time.perf_counter() - start))

@@ -156,8 +156,8 @@ def last_lines(bundle: Bundle, scanned: ScanResult, findings: list[Finding]) -> 
                 out[rank] = RankLast(
                     evidence=Evidence(id=f"L{counter:05d}", file=bf.path, line=n, text=text), time=None
                 )
-    for f in findings:
-        if f.rank is None or f.time is None:
+    for f in findings:  # progress lines only: teardown after a hang does not make a rank alive
+        if f.rank is None or f.time is None or f.role != "context" or "_time" in f.fields:
             continue
         rl = out.setdefault(f.rank, RankLast(evidence=None, time=None))
         if rl.time is None or f.time > rl.time:

@@ -7,12 +7,15 @@ where the mapping is established by the bundle. Pure.
 
 from __future__ import annotations
 
+import re
 from collections import Counter, defaultdict
 
 from crashcart import prefix
 from crashcart.bundle import Manifest
 from crashcart.gpuid import canonical_pci
 from crashcart.models import BundleFile, Finding, RankInfo, Topology
+
+_MAPPING = re.compile(r"'([A-Za-z0-9][\w.-]*)': \[([\d, ]*)\]")
 
 
 def infer_topology(files: list[BundleFile], findings: list[Finding], manifest: Manifest | None) -> Topology:
@@ -35,6 +38,16 @@ def infer_topology(files: list[BundleFile], findings: list[Finding], manifest: M
             if bf.host:
                 hosts[bf.rank][bf.host] += 3
                 sources.add("file paths")
+    for f in findings:
+        if f.signature == "deepspeed.rank_mapping":  # {'host': [global ranks in local order], ...}
+            for host, listed in _MAPPING.findall(f.fields.get("mapping", "")):
+                for local_rank, r in enumerate(int(x) for x in listed.split(",") if x.strip().isdigit()):
+                    hosts[r][host] += 4
+                    local[r][local_rank] += 1
+                    sources.add("DeepSpeed rank mapping")
+    for f in findings:  # srun without a launcher: "srun: error: <host>: task <n>: ..." names a rank's host
+        if f.signature.startswith("slurm.task_") and f.fields.get("task", "").isdigit() and f.fields.get("host"):
+            hosts[int(f.fields["task"])][f.fields["host"]] += 1
     for f in findings:
         if f.role != "context" or f.rank is None:
             continue
@@ -85,7 +98,7 @@ def node_aliases(findings: list[Finding], nodes: list[str]) -> dict[str, str]:
     for f in findings:
         if f.signature == "k8s.describe_node" and f.fields.get("host"):
             pod = prefix.host_of_path(f.evidence[0].file)
-            if pod:
+            if pod and pod not in nodes:  # when the logs call the pod a host, the pod is the place
                 aliases[pod] = f.fields["host"]
     short = {n.split(".")[0]: n for n in nodes}
     for f in findings:
@@ -98,11 +111,15 @@ def attribute(findings: list[Finding], topo: Topology) -> list[Finding]:
     """Fill node from rank, and rank from (node, GPU), where the topology establishes them."""
     by_node_gpu = {(i.node, i.gpu): r for r, i in topo.ranks.items() if i.node and i.gpu}
     aliases = node_aliases(findings, topo.nodes)
+    rank_nodes = sorted({i.node for i in topo.ranks.values() if i.node}, key=len, reverse=True)
     out: list[Finding] = []
     for f in findings:
         update: dict[str, object] = {}
+        in_path = _node_in_path(f.evidence[0].file, rank_nodes)
         if f.node in aliases:
             f = f.model_copy(update={"node": aliases[f.node]})
+        elif f.node is None and f.rank is None and in_path:
+            f = f.model_copy(update={"node": in_path})  # e.g. kubectl_describe_pod_<pod>.txt names the host
         elif f.node is None and f.fields.get("_file_host") in aliases:
             f = f.model_copy(update={"node": aliases[f.fields["_file_host"]]})
         info = topo.ranks.get(f.rank) if f.rank is not None else None
@@ -120,6 +137,12 @@ def attribute(findings: list[Finding], topo: Topology) -> list[Finding]:
                 update["rank"] = hit[0]
         out.append(f.model_copy(update=update) if update else f)
     return out
+
+
+def _node_in_path(path: str, nodes: list[str]) -> str | None:
+    """The one known node whose name stands as a whole token in ``path``, if exactly one does."""
+    hits = [n for n in nodes if re.search(rf"(?<![A-Za-z0-9]){re.escape(n)}(?![A-Za-z0-9-])", path)]
+    return hits[0] if len(hits) == 1 else None
 
 
 def gpu_of(topo: Topology, rank: int | None) -> str | None:

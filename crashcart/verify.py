@@ -115,8 +115,10 @@ def rank_named(rank: int, file: str, text: str) -> bool:
 
 
 def node_named(node: str, file: str, text: str) -> bool:
-    pat = re.compile(rf"(?<![\w.-]){re.escape(node)}(?![\w-])")
-    return bool(pat.search(text) or pat.search(file))
+    """Does the line or its path name ``node`` as a whole token (``gpu-node-01`` is not ``gpu-node-017``)?"""
+    in_text = re.compile(rf"(?<![\w.-]){re.escape(node)}(?![\w-])")
+    in_path = re.compile(rf"(?<![A-Za-z0-9.-]){re.escape(node)}(?![A-Za-z0-9-])")  # "pod_<node>.txt" counts
+    return bool(in_text.search(text) or in_path.search(file))
 
 
 def gpu_named(gpu: str, text: str) -> bool:
