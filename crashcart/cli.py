@@ -13,13 +13,18 @@ import json
 import sys
 import traceback
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from crashcart.errors import BundleError, CrashCartError, IncidentNotFound
+from crashcart.errors import BundleError, CrashCartError, IncidentNotFound, RunbookError
 from crashcart.settings import Settings
+
+if TYPE_CHECKING:
+    from crashcart.pipeline import Outcome
+    from crashcart.store import Store
 
 PROGRESS_MIN_BYTES = 64 * 1024 * 1024
 
@@ -51,6 +56,18 @@ def _parser() -> argparse.ArgumentParser:
     ev.add_argument("dirs", nargs="*", type=Path, default=[Path("incidents")])
     ev.add_argument("--engine", choices=["offline", "llm"], default=None)
     ev.add_argument("--json", action="store_true")
+    rb = sub.add_parser("runbook", help="show the dry-run runbook of an incident and its approval trail")
+    rb.add_argument("id")
+    rb.add_argument("--json", action="store_true")
+    ap = sub.add_parser("approve", help="approve an incident's runbook (CrashCart never executes it)")
+    ap.add_argument("id")
+    ap.add_argument("--as", dest="user", required=True, help="who approves")
+    ap.add_argument("--plan", help="the plan hash you reviewed; refused if the plan changed since")
+    rj = sub.add_parser("reject", help="reject an incident's runbook")
+    rj.add_argument("id")
+    rj.add_argument("--as", dest="user", required=True, help="who rejects")
+    rj.add_argument("--reason", required=True)
+    rj.add_argument("--plan", help="the plan hash you reviewed")
     sy = sub.add_parser("synth", help="write a synthetic incident bundle of one failure class")
     sy.add_argument("cls", metavar="CLASS")
     sy.add_argument("--out", type=Path, required=True)
@@ -70,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     except BundleError as exc:
         _fail(f"error: {exc.detail or type(exc).__name__}")
         return 2
-    except IncidentNotFound as exc:
+    except (IncidentNotFound, RunbookError) as exc:
         _fail(f"error: {exc.detail}")
         return 2
     except CrashCartError as exc:
@@ -111,6 +128,8 @@ def _run(args: argparse.Namespace, settings: Settings, err: Console) -> int:
         if args.command == "search":
             _list(store.search(args.text), _stdout())
             return 0
+        if args.command in {"runbook", "approve", "reject"}:
+            return _runbook(args, settings, store)
         if args.command == "show":
             got = store.get(args.id)
             if args.json:
@@ -125,10 +144,9 @@ def _run(args: argparse.Namespace, settings: Settings, err: Console) -> int:
     return 1
 
 
-def _diagnose(args: argparse.Namespace, settings: Settings, store: object, err: Console) -> int:
+def _diagnose(args: argparse.Namespace, settings: Settings, store: Store, err: Console) -> int:
     from crashcart.pipeline import diagnose
     from crashcart.report.terminal import render
-    from crashcart.store import Store
 
     engine = args.engine or settings.engine
     if engine != "offline":
@@ -161,7 +179,7 @@ def _diagnose(args: argparse.Namespace, settings: Settings, store: object, err: 
                 args.bundle,
                 settings,
                 job_id=args.job_id,
-                store=None if args.no_store else store if isinstance(store, Store) else None,
+                store=None if args.no_store else store,
                 progress=progress,
                 on_stage=on_stage,
             )
@@ -172,8 +190,8 @@ def _diagnose(args: argparse.Namespace, settings: Settings, store: object, err: 
     doc = outcome.document
     payload = doc.model_dump(mode="json", by_alias=True)
     if args.out:
-        args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "diagnosis.json").write_text(json.dumps(payload, indent=2, ensure_ascii=False) + "\n")
+        stored = None if args.no_store else store
+        _write_reports(args.out, outcome, stored)
     if args.json:
         sys.stdout.write(json.dumps(payload, ensure_ascii=False) + "\n")
     else:
@@ -214,6 +232,47 @@ def _eval(args: argparse.Namespace, settings: Settings, err: Console) -> int:
             for note in r.notes:
                 console.print(f"  {r.case}: {note}", style="dim")
     return 0 if all(r.passed for r in results) else 1
+
+
+def _write_reports(out: Path, outcome: Outcome, store: Store | None) -> None:
+    """diagnosis.json, postmortem.md, runbook.md, runbook.json and timeline.png into ``out``."""
+    from crashcart import runbooks
+    from crashcart.report.postmortem import render_postmortem
+    from crashcart.report.runbook import render_runbook_md, runbook_json
+    from crashcart.report.timeline import render_timeline
+
+    doc = outcome.document
+    record = runbooks.get(store, doc.incident_id) if store is not None else None
+    out.mkdir(parents=True, exist_ok=True)
+    payload = doc.model_dump(mode="json", by_alias=True)
+    (out / "diagnosis.json").write_text(json.dumps(payload, indent=2, ensure_ascii=False) + "\n")
+    (out / "postmortem.md").write_text(render_postmortem(doc, doc.runbook))
+    (out / "runbook.md").write_text(render_runbook_md(doc, doc.runbook, record=record))
+    plan = runbook_json(doc, doc.runbook, record=record)
+    (out / "runbook.json").write_text(json.dumps(plan, indent=2, ensure_ascii=False) + "\n")
+    render_timeline(doc, out / "timeline.png", series=outcome.series)
+
+
+def _runbook(args: argparse.Namespace, settings: Settings, store: Store) -> int:
+    from crashcart import runbooks
+    from crashcart.report.runbook import render_runbook_md, runbook_json
+
+    approvers = settings.approver_ids or None
+    if args.command == "approve":
+        rec = runbooks.approve(store, args.id, args.user, plan_hash=args.plan, approvers=approvers)
+        sys.stdout.write(f"approved the runbook of {rec.incident_id} (plan {rec.plan_hash[:12]}) as {args.user}\n")
+        return 0
+    if args.command == "reject":
+        rec = runbooks.reject(store, args.id, args.user, args.reason, plan_hash=args.plan, approvers=approvers)
+        sys.stdout.write(f"rejected the runbook of {rec.incident_id} as {args.user}: {args.reason}\n")
+        return 0
+    rec = runbooks.get(store, args.id)
+    doc = store.get(rec.incident_id).document
+    if args.json:
+        sys.stdout.write(json.dumps(runbook_json(doc, rec.runbook, record=rec), ensure_ascii=False) + "\n")
+    else:
+        sys.stdout.write(render_runbook_md(doc, rec.runbook, record=rec))
+    return 0
 
 
 def _size(path: Path) -> int:

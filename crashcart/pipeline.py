@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from crashcart import prefix
+from crashcart import prefix, runbooks
 from crashcart.bundle import SCANNED_KINDS, Bundle, open_bundle
 from crashcart.causal import RankLast
 from crashcart.clock import parse_time
@@ -28,6 +28,7 @@ from crashcart.scan.findings import clock_context
 from crashcart.scan.run import Progress, ScanResult, scan
 from crashcart.settings import Settings
 from crashcart.store import Store
+from crashcart.telemetry import GpuSeries
 from crashcart.topology import attribute, infer_topology
 from crashcart.verify import Verified, verify
 
@@ -43,6 +44,7 @@ class Outcome:
     topology: Topology
     citations: list[Citation]
     stage_seconds: dict[str, float]
+    series: list[GpuSeries]  # telemetry, for the timeline picture
 
 
 @contextmanager
@@ -101,12 +103,13 @@ async def diagnose(
                 skipped=[*bundle.skipped, *scanned.failures],
                 unaligned=unaligned_clocks(bundle, findings),
                 matcher=scanned.matcher,
+                scheduler=bundle.manifest.scheduler if bundle.manifest else None,
             )
             document = build_document(verified, topo, facts)
         citations = list(verified.citations.values())
         if store is not None:
             with _stage("store", t, on_stage):
-                await asyncio.to_thread(
+                incident_id = await asyncio.to_thread(
                     store.save,
                     document,
                     source=str(source),
@@ -115,9 +118,10 @@ async def diagnose(
                     groups=groups,
                     citations=citations,
                 )
+                await asyncio.to_thread(runbooks.propose, store, incident_id, document.runbook)
     finally:
         bundle.close()
-    return Outcome(document, verified, findings, groups, topo, citations, t)
+    return Outcome(document, verified, findings, groups, topo, citations, t, scanned.series)
 
 
 def locate(bundle: Bundle, scanned: ScanResult) -> tuple[Topology, list[Finding], dict[int, RankLast]]:

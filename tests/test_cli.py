@@ -170,3 +170,25 @@ def test_a_huge_single_line_does_not_shift_line_numbers(env: Path, capsys: pytes
     doc = json.loads(capsys.readouterr().out)
     cites = doc["root_cause"]["citations"]
     assert any(c["file"] == "nodes/gpu-node-017/dmesg.log" and c["line"] == 2 and c["verified"] for c in cites)
+
+
+def test_out_writes_every_report_and_the_runbook_workflow(env: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bundle = _bundle(env / "b")
+    out = env / "out"
+    assert main(["diagnose", str(bundle), "--out", str(out)]) == 0
+    for name in ("diagnosis.json", "postmortem.md", "runbook.md", "runbook.json", "timeline.png"):
+        assert (out / name).is_file() and (out / name).stat().st_size > 0, name
+    doc = json.loads((out / "diagnosis.json").read_text())
+    plan = json.loads((out / "runbook.json").read_text())
+    assert doc["runbook"]["steps"] and plan["steps"]
+    incident = doc["incident_id"]
+    capsys.readouterr()
+    assert main(["approve", incident, "--as", "U1", "--plan", "0" * 64]) == 2  # not the plan that was shown
+    assert "error:" in capsys.readouterr().err
+    assert main(["runbook", incident, "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert main(["approve", incident, "--as", "U1", "--plan", shown["plan_hash"]]) == 0
+    assert main(["reject", incident, "--as", "U2", "--reason", "too late"]) == 2  # already decided
+    capsys.readouterr()
+    assert main(["runbook", incident, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["state"] == "approved"

@@ -7,6 +7,11 @@ import json
 import shutil
 from pathlib import Path
 
+import pytest
+from hypothesis import given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
+
 from crashcart.pipeline import diagnose
 from crashcart.settings import Settings
 from crashcart.store import Store
@@ -110,3 +115,48 @@ def test_only_timeouts_and_no_odd_rank_is_unknown(make_bundle, settings: Setting
     out = asyncio.run(diagnose(make_bundle(files), settings))
     assert out.document.root_cause.class_ == "unknown"
     assert out.document.symptoms[0].count >= 4
+
+
+def test_every_evidence_the_scan_creates_verifies(settings: Settings) -> None:
+    """Not only the cited lines: every Evidence of every finding re-reads equal from the bundle."""
+    from crashcart.bundle import open_bundle
+    from crashcart.scan.run import scan
+    from crashcart.verify import check
+
+    root = Path(__file__).resolve().parent.parent
+    for case in ["incidents/gpu-fell-off-bus", "incidents/k8s-oomkilled", "tests/data/foreign/xid79-lightning-tee"]:
+        with open_bundle(root / case, settings.work_dir, settings.bundle_limits) as bundle:
+            found = scan(bundle, settings.scan)
+            registry = {ev.id: ev for f in found.findings for ev in f.evidence}
+            assert registry
+            bad = [(i, c.status) for i in registry if not (c := check(i, registry, bundle)).verified]
+            assert bad == []
+
+
+@hsettings(max_examples=25, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 5), st.sampled_from(["srun", "torch", "mpi"]), st.booleans()), min_size=1, max_size=60
+    )
+)
+def test_demultiplexed_lines_keep_their_numbers(
+    tmp_path_factory: pytest.TempPathFactory, plan: list[tuple[int, str, bool]]
+) -> None:
+    """A combined log with interleaved rank prefixes: each finding cites its real line and its prefix's rank."""
+    from crashcart.bundle import open_bundle
+    from crashcart.scan.run import scan
+
+    styles = {"srun": "{r}: ", "torch": "[rank{r}]:", "mpi": "[1,{r}]<stderr>:"}
+    lines, expected = [], {}
+    for i, (rank, style, failing) in enumerate(plan, start=1):
+        body = "RuntimeError: CUDA error: an illegal memory access was encountered" if failing else f"step {i} loss 2.5"
+        lines.append(styles[style].format(r=rank) + body)
+        if failing:
+            expected[i] = rank
+    root = tmp_path_factory.mktemp("demux")
+    (root / "slurm-42.out").write_text("\r\n".join(lines) + "\r\n")
+    settings = Settings(_env_file=None, db=root / "db", work_dir=tmp_path_factory.mktemp("w"))  # type: ignore[call-arg]
+    with open_bundle(root, settings.work_dir, settings.bundle_limits) as bundle:
+        found = scan(bundle, settings.scan)
+        got = {f.evidence[0].line: f.rank for f in found.findings if f.class_id == "cuda_kernel_fault"}
+    assert got == expected

@@ -577,6 +577,9 @@ def index_names(path: Path) -> set[str]:
         return {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
 
 
+ALL = [m.version for m in MIGRATIONS]
+
+
 def test_opening_a_version_1_database_migrates_it(tmp_path: Path) -> None:
     path = tmp_path / "old.db"
     old = Database(path)
@@ -588,16 +591,16 @@ def test_opening_a_version_1_database_migrates_it(tmp_path: Path) -> None:
     with Store(StoreSettings(db_path=path)) as store:
         save(store, make_document())
 
-    assert versions(path) == [1, 2]
+    assert versions(path) == ALL
     assert "idx_incidents_updated_at" in index_names(path)
     with Store(StoreSettings(db_path=path)) as again:  # idempotent
         assert again.get("inc-0001").summary.runs == 1
-    assert versions(path) == [1, 2]
+    assert versions(path) == ALL
 
 
 def test_migrate_reports_what_it_applied(tmp_path: Path) -> None:
     db = Database(tmp_path / "m.db")
-    assert migrate(db) == [1, 2]
+    assert migrate(db) == ALL
     assert migrate(db) == []
     db.close()
 
@@ -606,15 +609,16 @@ def test_a_failing_migration_leaves_the_schema_as_it_was(db_path: Path) -> None:
     Store(StoreSettings(db_path=db_path)).close()
 
     def broken(db: Database) -> None:
-        db.table("runbooks").create({"id": str}, pk="id")
+        db.table("future").create({"id": str}, pk="id")
         db.execute("INSERT INTO no_such_table VALUES (1)")
 
     db = Database(db_path)
-    with pytest.raises(StoreError, match=r"migrate to version 3 \(runbooks\)"):
-        migrate(db, [*MIGRATIONS, Migration(3, "runbooks", broken)])
-    assert not db.table("runbooks").exists()
+    nxt = len(ALL) + 1
+    with pytest.raises(StoreError, match=rf"migrate to version {nxt} \(future\)"):
+        migrate(db, [*MIGRATIONS, Migration(nxt, "future", broken)])
+    assert not db.table("future").exists()
     db.close()
-    assert versions(db_path) == [1, 2]
+    assert versions(db_path) == ALL
 
 
 def test_a_database_newer_than_the_code_is_refused(db_path: Path) -> None:

@@ -25,6 +25,7 @@ from crashcart.models import (
     SkippedFile,
     Topology,
 )
+from crashcart.report.runbook import build_runbook
 from crashcart.scan.catalogue import load_catalogue
 from crashcart.verify import Verified
 
@@ -44,6 +45,7 @@ class RunFacts:
     skipped: list[SkippedFile]
     unaligned: list[str]
     matcher: str
+    scheduler: str | None = None
 
 
 def _cite(c: Citation) -> DocCitation:
@@ -51,6 +53,12 @@ def _cite(c: Citation) -> DocCitation:
 
 
 def build_document(v: Verified, topo: Topology, facts: RunFacts) -> DiagnosisDocument:
+    """The ``diagnosis.json`` document, with the runbook drawn from the action catalogue."""
+    doc = _document(v, topo, facts)
+    return doc.model_copy(update={"runbook": build_runbook(doc, scheduler=facts.scheduler)})
+
+
+def _document(v: Verified, topo: Topology, facts: RunFacts) -> DiagnosisDocument:
     d = v.diagnosis
     cites = v.citations
 

@@ -33,14 +33,16 @@ def _scrub(text: str) -> str:
     return _KNOWN_TOKEN.sub("[REDACTED]", text)
 
 
-def _code(text: str, limit: int = MAX_QUOTE) -> str:
-    """An inline code span that shows ``text`` literally, whatever backticks it holds."""
+def _code(text: str, limit: int = MAX_QUOTE, *, cell: bool = False) -> str:
+    """An inline code span that shows ``text`` literally, whatever backticks it holds (in a table cell,
+    pipes are escaped as GFM requires even inside code spans)."""
     one = " ".join(_scrub(text).split())
     if len(one) > limit:
         one = one[: limit - 1] + "…"
     fence = "`" * (max((len(r) for r in re.findall(r"`+", one)), default=0) + 1)
     pad = " " if one.startswith("`") or one.endswith("`") or not one else ""
-    return f"{fence}{pad}{one}{pad}{fence}"
+    span = f"{fence}{pad}{one}{pad}{fence}"
+    return span.replace("|", "\\|") if cell else span
 
 
 def _plain(text: str) -> str:
@@ -87,7 +89,7 @@ def _ranges(values: Iterable[int]) -> str:
 
 
 def _names(names: Sequence[str], limit: int = 8) -> str:
-    shown = ", ".join(_code(n) for n in names[:limit])
+    shown = ", ".join(_code(n, cell=True) for n in names[:limit])
     return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
 
 
@@ -145,7 +147,7 @@ def _impact(doc: DiagnosisDocument) -> list[str]:
     else:
         lost = "unknown (needs the GPU count and both ends of the incident)"
     rows = [
-        ("Job", _code(doc.job_id) if doc.job_id else "unknown"),
+        ("Job", _code(doc.job_id, cell=True) if doc.job_id else "unknown"),
         ("Nodes", f"{len(nodes)} ({_names(nodes)})" if nodes else "unknown"),
         ("Ranks", str(ranks) if ranks else "unknown"),
         ("GPUs", str(n_gpus) if n_gpus else "unknown"),
@@ -179,7 +181,9 @@ def _timeline(doc: DiagnosisDocument) -> list[str]:
         what = _title(e.class_) if e.class_ else ""
         is_root = (e.file, e.line) in roots or (e.class_ == root.class_ and e.role == "root_candidate")
         role = "**root cause**" if is_root else _ROLE.get(e.role, e.role)
-        lines.append(f"| {when} | {role} | {what} | {_code(f'{e.file}:{e.line}')} | {_code(e.text, 140)} |")
+        lines.append(
+            f"| {when} | {role} | {what} | {_code(f'{e.file}:{e.line}', cell=True)} | {_code(e.text, 140, cell=True)} |"
+        )
     if len(doc.timeline) > MAX_TIMELINE:
         lines.append(f"| … | | {len(doc.timeline) - MAX_TIMELINE} more events in diagnosis.json | | |")
     lines += [
@@ -231,9 +235,12 @@ def _symptoms(doc: DiagnosisDocument) -> list[str]:
             who.append(f"{len(s.nodes)} nodes" if len(s.nodes) > 1 else f"node {_code(s.nodes[0])}")
         first, last = _time(s.first_time), _time(s.last_time)
         when = f", {_utc(first)}" if first else ""
-        if first and last and last > first:
+        if first and last and _utc(last) != _utc(first):
             when = f", {_utc(first)[:-4]} – {_utc(last)[11:]}"
-        lines.append(f"- **{_title(s.class_)}**: {s.count} lines from {', '.join(who) or 'unknown ranks'}{when}.")
+        plural = "s" if s.count != 1 else ""
+        lines.append(
+            f"- **{_title(s.class_)}**: {s.count} line{plural} from {', '.join(who) or 'unknown ranks'}{when}."
+        )
         info = load_catalogue().classes.get(s.class_)
         if info is not None:
             lines.append(f"  {_plain(info.explanation)}")
@@ -305,8 +312,8 @@ def render_postmortem(doc: DiagnosisDocument, runbook: DocRunbook) -> str:
         f"# Postmortem (draft): {_title(root.class_)}{where}{job}",
         "",
         f"*First draft by CrashCart from incident {_code(doc.incident_id)} (bundle "
-        f"`{doc.bundle.sha256[:12]}`, {doc.bundle.files} files). Check it; sections marked "
-        "*to be filled in by the team* need a human.*",
+        f"`{doc.bundle.sha256[:12]}`, {doc.bundle.files} files). Check it; the sections left "
+        "“to be filled in by the team” need a human.*",
         "",
     ]
     body = [

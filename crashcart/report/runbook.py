@@ -40,6 +40,7 @@ _FILE = re.compile(r"[A-Za-z0-9_.][A-Za-z0-9_./-]{0,511}")
 _GPU_INDEX = re.compile(r"[0-9]{1,2}")
 _K8S_PATH = re.compile(r"(^|/)(pods|k8s|kube[^/]*)/|(^|/)(k8s|kube)?[-_]?events\.(json|ya?ml)$", re.IGNORECASE)
 _EVIDENCE_MAX = 64
+_K8S_NAMES = frozenset({"k8s", "kubernetes", "kube"})
 
 
 class _Frozen(BaseModel):
@@ -171,7 +172,7 @@ def _evidence(doc: DiagnosisDocument) -> str | None:
         if not cite.verified:
             continue
         if not _FILE.fullmatch(cite.file) or ".." in PurePosixPath(cite.file).parts:
-            return None
+            continue
         path = cite.file
         if len(path) > _EVIDENCE_MAX - 8:
             path = "/".join(PurePosixPath(path).parts[-2:])[-(_EVIDENCE_MAX - 8) :].lstrip("-")
@@ -241,13 +242,12 @@ def _render(template: str, params: dict[str, str]) -> str:
     return template.format_map({k: shlex.quote(v) for k, v in params.items()})
 
 
-def plan_steps(
-    doc: DiagnosisDocument, scheduler: Scheduler | None = None
-) -> tuple[list[DocRunbookStep], list[Omitted]]:
+def plan_steps(doc: DiagnosisDocument, scheduler: str | None = None) -> tuple[list[DocRunbookStep], list[Omitted]]:
     """The runbook steps for ``doc`` and the catalogue steps left out (with the reason)."""
     cat = load_actions()
     params = runbook_params(doc)
-    sched = scheduler or infer_scheduler(doc)
+    named = (scheduler or "").strip().lower()
+    sched: Scheduler = "k8s" if named in _K8S_NAMES else "slurm" if named == "slurm" else infer_scheduler(doc)
     entry = cat.classes.get(doc.root_cause.class_) or cat.classes["unknown"]
     steps: list[DocRunbookStep] = []
     omitted: list[Omitted] = []
@@ -272,10 +272,11 @@ def plan_steps(
     return steps, omitted
 
 
-def build_runbook(doc: DiagnosisDocument, *, scheduler: Scheduler | None = None) -> DocRunbook:
+def build_runbook(doc: DiagnosisDocument, *, scheduler: str | None = None) -> DocRunbook:
     """The dry-run runbook for the document's root-cause class (``unknown`` steps for other classes).
 
-    :param scheduler: ``slurm`` or ``k8s`` (e.g. from the bundle manifest); inferred when None
+    :param scheduler: the bundle manifest's ``scheduler`` (``slurm``, ``k8s``/``kubernetes``); other
+        values and None mean: infer it from the document
     """
     return DocRunbook(steps=plan_steps(doc, scheduler)[0])
 
@@ -299,10 +300,13 @@ def _headline(doc: DiagnosisDocument) -> str:
     return f"{title} — {culprit} (confidence {root.confidence:.0%})"
 
 
-def render_runbook_md(doc: DiagnosisDocument, runbook: DocRunbook, *, record: RunbookRecord | None = None) -> str:
+def render_runbook_md(
+    doc: DiagnosisDocument, runbook: DocRunbook, *, record: RunbookRecord | None = None, scheduler: str | None = None
+) -> str:
     """Markdown for ``runbook.md``: the dry-run banner, then numbered steps with risk and fenced commands.
 
     :param record: the stored approval state and trail, when the runbook was proposed in the store
+    :param scheduler: as given to ``build_runbook`` (to list the steps left out, and why)
     """
     digest = plan_hash(runbook)
     state = record.state if record is not None else "proposed (not stored)"
@@ -312,9 +316,12 @@ def render_runbook_md(doc: DiagnosisDocument, runbook: DocRunbook, *, record: Ru
         f"> **{DRY_RUN}**",
         "",
         f"**Diagnosis:** {_headline(doc)}  ",
-        f"**Plan:** `sha256:{digest[:16]}` ({len(runbook.steps)} steps) — state: **{state}**",
+        f"**Plan:** `sha256:{digest}` ({len(runbook.steps)} steps) — state: **{state}**",
         "",
     ]
+    if record is not None and record.state == "proposed" and _JOB.fullmatch(record.incident_id):
+        approve = f"crashcart approve {record.incident_id} --as YOU --plan {record.plan_hash}"
+        lines += [f"To approve exactly this plan: `{approve}` (or `crashcart reject … --reason …`).", ""]
     if record is not None and record.plan_hash != digest:
         lines += ["> **Warning:** this plan differs from the stored one; approvals apply to the stored plan.", ""]
     if not runbook.steps:
@@ -325,8 +332,8 @@ def render_runbook_md(doc: DiagnosisDocument, runbook: DocRunbook, *, record: Ru
         if step.rationale:
             lines += [f"Why: {step.rationale}", ""]
         lines += ["```bash", step.command, "```", ""]
-    omitted = plan_steps(doc)[1]
-    if omitted:
+    planned, omitted = plan_steps(doc, scheduler)
+    if omitted and planned == runbook.steps:
         lines += ["## Left out", ""]
         lines += [f"- `{o.step_id}`: {o.reason}" for o in omitted]
         lines.append("")

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from statistics import median
+from typing import Any
 
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -80,7 +81,7 @@ class _Axis:
     def span(self, start: datetime | None, end: datetime | None, order: int) -> tuple[float, float, bool]:
         """Left edge and width of an event inside the window, and whether it starts before the window."""
         if not self.timed:
-            return order + 0.15, 0.7, False
+            return order + 1.15, 0.7, False  # position 0 is the root cause's
         if start is None:
             g0, g1 = self.gutter or (self.hi, self.hi)
             return g0 + (g1 - g0) * 0.15, (g1 - g0) * 0.7, False
@@ -99,7 +100,7 @@ def _time(iso: str | None) -> datetime | None:
     return (t if t.tzinfo else t.replace(tzinfo=UTC)).astimezone(UTC)
 
 
-def _short(title: str, limit: int = 30) -> str:
+def _short(title: str, limit: int = 32) -> str:
     text = title.split(" (")[0]
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
@@ -130,10 +131,7 @@ def _rows(doc: DiagnosisDocument) -> _Rows:
             if r in node_of:
                 members.setdefault(node_of[r], []).append(r)
         bands = [(min(rs), max(rs), n) for n, rs in members.items()]
-        ticks = [
-            ((lo + hi + 1) / 2, f"{n}\nrank{'s' if hi > lo else ''} {lo}{f'-{hi}' if hi > lo else ''}")
-            for lo, hi, n in bands
-        ]
+        ticks = [((lo + hi + 1) / 2, f"{n}\nranks {lo}-{hi}" if hi > lo else f"{n}\nrank {lo}") for lo, hi, n in bands]
         if not ticks or len(bands) > LANE_ROWS:
             ticks = [(0.5, "rank 0"), (world - 0.5, f"rank {world - 1}")]
         label = f"{world} ranks" + (f" on {len(members)} nodes" if members else "")
@@ -162,17 +160,9 @@ def _role(doc: DiagnosisDocument, class_id: str) -> str:
     return info.default_role if info else "cascade"
 
 
-def _merge(title: str, lanes: list[_Lane], teardown: bool, color: str) -> _Lane:
-    times = [t for x in lanes for t in (x.start, x.end) if t]
-    rows = sorted({r for x in lanes for r in x.rows})
-    return _Lane(
-        title, sum(x.count for x in lanes), rows, min(times, default=None), max(times, default=None), teardown, color
-    )
-
-
 def _lanes(doc: DiagnosisDocument, rows: _Rows) -> list[_Lane]:
-    """Symptom classes, heaviest first (as the document lists them): four in colour, the rest merged, and
-    the teardown classes merged into one hatched lane."""
+    """Symptom classes, heaviest first (as the document lists them): four in colour, the rest merged into a
+    grey one, then each teardown class (hatched, one legend entry)."""
     cat = load_catalogue()
     lanes: list[_Lane] = []
     for s in doc.symptoms:
@@ -181,17 +171,20 @@ def _lanes(doc: DiagnosisDocument, rows: _Rows) -> list[_Lane]:
             hit = {rows.of_node[n] for n in s.nodes if n in rows.of_node}
             hit |= {r for lo, hi, n in rows.bands if n in s.nodes for r in range(lo, hi + 1)}
         start = _time(s.first_time)
-        lane = _Lane(
-            cat.class_title(s.class_), s.count, sorted(hit) or list(range(rows.n)), start, _time(s.last_time) or start
-        )
+        lane = _Lane(cat.class_title(s.class_), s.count, sorted(hit) or list(range(rows.n)), start, start)
+        lane.end = _time(s.last_time) or start
         lane.teardown = _role(doc, s.class_) == "teardown"
         lanes.append(lane)
     shown = [x for x in lanes if not x.teardown][:MAX_LANES]
     for lane, colour in zip(shown, PALETTE, strict=False):
         lane.color = colour
     if rest := [x for x in lanes if not x.teardown and x not in shown]:
-        shown.append(_merge(f"{len(rest)} more symptoms", rest, False, GREY))
-    return shown + [x for x in lanes if x.teardown]  # one lane each, one legend entry
+        times = [t for x in rest for t in (x.start, x.end) if t]
+        hit_rows = sorted({r for x in rest for r in x.rows})
+        first, last = min(times, default=None), max(times, default=None)
+        more = _Lane(f"{len(rest)} more symptoms", sum(x.count for x in rest), hit_rows, first, last, color=GREY)
+        shown.append(more)
+    return shown + [x for x in lanes if x.teardown]
 
 
 def _axis(doc: DiagnosisDocument, lanes: list[_Lane]) -> _Axis:
@@ -200,14 +193,18 @@ def _axis(doc: DiagnosisDocument, lanes: list[_Lane]) -> _Axis:
     raw = [root, *(t for s in doc.symptoms for t in (_time(s.first_time), _time(s.last_time)))]
     times = sorted({t for t in raw if t is not None})
     if not times:
-        return _Axis(False, -0.3, len(lanes) + 0.8)
+        return _Axis(False, -0.1, len(lanes) + 1.1)
     clusters: list[list[datetime]] = []
     for t in times:
         if clusters and t - clusters[-1][-1] <= GAP:
             clusters[-1].append(t)
         else:
             clusters.append([t])
-    pick = next((c for c in clusters if root in c), None) or max(reversed(clusters), key=len)
+    k = next((i for i, c in enumerate(clusters) if root in c), None)
+    if k is None:
+        pick = max(reversed(clusters), key=len)
+    else:  # a root alone in its cluster: show what followed it too (a slow fault can precede its symptoms long)
+        pick = clusters[k] + (clusters[k + 1] if len(clusters[k]) == 1 and k + 1 < len(clusters) else [])
     span = max((pick[-1] - pick[0]).total_seconds(), 20.0)
     ref, lo, hi = pick[0], -span * 0.06, (pick[-1] - pick[0]).total_seconds() + span * 0.06
     gutter = (hi, hi + (hi - lo) * 0.1) if root is None or any(x.start is None for x in lanes) else None
@@ -217,54 +214,9 @@ def _axis(doc: DiagnosisDocument, lanes: list[_Lane]) -> _Axis:
 # --- drawing -----------------------------------------------------------------------------------------------
 
 
-def _draw_rows(ax: Axes, rows: _Rows, culprit_row: int | None) -> None:
-    for k, (lo, hi, _) in enumerate(rows.bands):
-        if k % 2:
-            ax.axhspan(lo, hi + 1, color="#eeeeee", zorder=0, lw=0)
-    if culprit_row is not None:
-        ax.axhspan(culprit_row, culprit_row + 1, color=RED, alpha=0.15, zorder=1, lw=0)
-    ax.set_ylim(rows.n, 0)  # rank 0 / the first node on top
-    ax.set_yticks([y for y, _ in rows.ticks], [label for _, label in rows.ticks])
-    ax.tick_params(axis="y", labelsize=12, length=0)
-    ax.set_ylabel(rows.label, fontsize=12, color=INK)
-
-
-def _draw_lanes(ax: Axes, lanes: list[_Lane], axis: _Axis, rows: _Rows) -> None:
-    """Few rows: each lane gets its own strip (teardown a thinner one) in every row it touches. Many rows:
-    full-height blocks per run of rows, the widest first so rare symptoms stay on top. A span clipped by
-    the window is drawn faint, with a solid mark where it is still inside."""
-    strips = rows.n <= LANE_ROWS
-    weights = [0.5 if x.teardown else 1.0 for x in lanes]
-    unit = 0.84 / max(sum(weights), 1.0)
-    offsets = [0.08 + unit * sum(weights[:i]) for i in range(len(lanes))]
-    order = range(len(lanes)) if strips else sorted(range(len(lanes)), key=lambda i: -len(lanes[i].rows))
-    min_w = (axis.hi - axis.lo) * 0.014
-    for z, i in enumerate(order):
-        lane = lanes[i]
-        if strips:
-            ys: list[float] = [r + offsets[i] for r in lane.rows]
-            heights: list[float] = [unit * weights[i] * 0.9] * len(ys)
-        else:
-            runs = _runs(lane.rows)
-            ys, heights = [float(lo) for lo, _ in runs], [float(hi - lo + 1) for lo, hi in runs]
-        if _earlier(lane, axis):
-            continue  # wholly before the window: the "earlier events" note and the legend say so
-        left, width, early = axis.span(lane.start, lane.end, i)
-        if early:  # its first line predates the window (often a clock problem): mark only what is inside
-            left, width = max(left + width - min_w, axis.lo), min_w
-        ax.barh(
-            ys,
-            max(width, min_w),
-            left=left,
-            height=heights,
-            align="edge",
-            color=lane.color,
-            alpha=0.45 if lane.teardown else 0.95,
-            hatch="///" if lane.teardown else None,
-            edgecolor="#444444" if lane.teardown else lane.color,
-            linewidth=0.5,
-            zorder=3 + z * 0.01,
-        )
+def _style(lane: _Lane) -> dict[str, Any]:
+    alpha, edge, hatch = (0.45, "#444444", "///") if lane.teardown else (0.95, lane.color, None)
+    return {"facecolor": lane.color, "alpha": alpha, "hatch": hatch, "edgecolor": edge, "lw": 0.5}
 
 
 def _earlier(lane: _Lane, axis: _Axis) -> bool:
@@ -281,6 +233,43 @@ def _runs(rows: Sequence[int]) -> list[tuple[int, int]]:
     return out
 
 
+def _draw_rows(ax: Axes, rows: _Rows, culprit_row: int | None) -> None:
+    for k, (lo, hi, _) in enumerate(rows.bands):
+        if k % 2:
+            ax.axhspan(lo, hi + 1, color="#eeeeee", zorder=0, lw=0)
+    if culprit_row is not None:
+        ax.axhspan(culprit_row, culprit_row + 1, color=RED, alpha=0.15, zorder=1, lw=0)
+    ax.set_ylim(rows.n, 0)  # rank 0 / the first node on top
+    ax.set_yticks([y for y, _ in rows.ticks], [label for _, label in rows.ticks])
+    ax.tick_params(axis="y", labelsize=12, length=0)
+    ax.set_ylabel(rows.label, fontsize=12, color=INK)
+
+
+def _draw_lanes(ax: Axes, lanes: list[_Lane], axis: _Axis, rows: _Rows) -> None:
+    """Few rows: each lane gets its own strip (teardown a thinner one) in every row it touches. Many rows:
+    full-height blocks per run of rows, the widest first so rare symptoms stay on top."""
+    strips = rows.n <= LANE_ROWS
+    weights = [0.5 if x.teardown else 1.0 for x in lanes]
+    unit = 0.84 / max(sum(weights), 1.0)
+    offsets = [0.08 + unit * sum(weights[:i]) for i in range(len(lanes))]
+    order = range(len(lanes)) if strips else sorted(range(len(lanes)), key=lambda i: -len(lanes[i].rows))
+    min_w = (axis.hi - axis.lo) * 0.014
+    for z, i in enumerate(order):
+        lane = lanes[i]
+        if _earlier(lane, axis):
+            continue  # wholly before the window: the "earlier events" note and the legend say so
+        if strips:
+            ys: list[float] = [r + offsets[i] for r in lane.rows]
+            heights: list[float] = [unit * weights[i] * 0.9] * len(ys)
+        else:
+            runs = _runs(lane.rows)
+            ys, heights = [float(lo) for lo, _ in runs], [float(hi - lo + 1) for lo, hi in runs]
+        left, width, early = axis.span(lane.start, lane.end, i)
+        if early:  # its first line predates the window (often a clock problem): mark only what is inside
+            left, width = max(left + width - min_w, axis.lo), min_w
+        ax.barh(ys, max(width, min_w), left=left, height=heights, align="edge", zorder=3 + z * 0.01, **_style(lane))
+
+
 def _culprit_row(doc: DiagnosisDocument, rows: _Rows) -> int | None:
     c = doc.root_cause.culprit
     if c.rank is not None and c.rank in rows.of_rank:
@@ -288,15 +277,13 @@ def _culprit_row(doc: DiagnosisDocument, rows: _Rows) -> int | None:
     return rows.of_node.get(c.node) if c.node else None
 
 
-def _note(ax: Axes, x: float, y: float, text: str, ha: str, va: str = "bottom", **kw: object) -> None:
+def _note(ax: Axes, x: float, y: float, text: str, ha: str, va: str = "bottom", color: str = INK) -> None:
     box = {"boxstyle": "round,pad=0.15", "fc": BG, "ec": "none", "alpha": 0.85}
-    ax.text(x, y, text, transform=ax.get_xaxis_transform(), ha=ha, va=va, fontsize=11, zorder=15, bbox=box, **kw)  # type: ignore[arg-type]
+    ax.text(x, y, text, transform=ax.get_xaxis_transform(), ha=ha, va=va, fontsize=11, color=color, zorder=15, bbox=box)
 
 
-def _draw_marks(
-    ax: Axes, doc: DiagnosisDocument, lanes: list[_Lane], axis: _Axis, row: int | None, n_rows: int
-) -> None:
-    root_t = _time(doc.root_cause.time)
+def _draw_marks(ax: Axes, doc: DiagnosisDocument, lanes: list[_Lane], axis: _Axis, row: int | None, n: int) -> None:
+    root_t = _time(doc.root_cause.time) if doc.root_cause.class_ != "unknown" else None
     if axis.gutter is not None:
         ax.axvspan(*axis.gutter, color="#f2f2f2", zorder=0, lw=0)
         _note(ax, sum(axis.gutter) / 2, 0.99, "no time", "center", "top", color=GREY)
@@ -317,29 +304,22 @@ def _draw_marks(
         _note(ax, xf, 1.005, text, "left" if frac < 0.25 else "right" if frac > 0.75 else "center")
     if doc.root_cause.class_ == "unknown":
         return
-    y = row + 0.5 if row is not None else n_rows / 2
-    left, width, _ = axis.span(root_t, root_t, -1) if axis.timed else (axis.lo + 0.3, 0.0, False)
+    y = row + 0.5 if row is not None else n / 2  # no culprit: job-wide, a red line across every row
+    left, width, _ = axis.span(root_t, root_t, -1) if axis.timed else (0.4, 0.0, False)
     x = left + width / 2
+    if row is None:
+        ax.axvline(x, color=RED, lw=2.5, zorder=8)
     ax.scatter([x], [y], marker="*", s=1100, color=RED, edgecolors=INK, linewidths=1.5, zorder=20, clip_on=False)
     if starts and root_t is not None and (gap := axis.x(min(starts)) - x) > (axis.hi - axis.lo) * 0.2:
-        ya = y + max(n_rows * 0.09, 0.45)
+        ya = y + max(n * 0.09, 0.45) * (1 if y < n / 2 else -1)  # under the star, or over it near the bottom
         arrow = {"arrowstyle": "-|>", "color": INK, "lw": 1.6, "shrinkA": 14, "shrinkB": 2}
         ax.annotate("", (x + gap, ya), xytext=(x, ya), arrowprops=arrow, zorder=7)
         ax.text(x + gap / 2, ya, f"{_dur(gap)} later", ha="center", va="bottom", fontsize=12, color=INK, zorder=7)
     flip = (x - axis.lo) > (axis.hi - axis.lo) * 0.55
-    ax.annotate(
-        "ROOT CAUSE",
-        (x, y),
-        xytext=(-22 if flip else 22, 0),
-        textcoords="offset points",
-        ha="right" if flip else "left",
-        va="center",
-        fontsize=16,
-        fontweight="bold",
-        color=RED,
-        zorder=21,
-        bbox={"boxstyle": "round,pad=0.25", "fc": BG, "ec": RED, "lw": 2},
-    )
+    label: dict[str, Any] = {"ha": "right" if flip else "left", "va": "center", "fontsize": 16, "fontweight": "bold"}
+    box = {"boxstyle": "round,pad=0.25", "fc": BG, "ec": RED, "lw": 2}
+    at = (-22 if flip else 22, 0)
+    ax.annotate("ROOT CAUSE", (x, y), xytext=at, textcoords="offset points", color=RED, zorder=21, bbox=box, **label)
 
 
 def _telemetry(series: Sequence[GpuSeries], doc: DiagnosisDocument) -> tuple[list[GpuSeries], list[GpuSeries]]:
@@ -357,27 +337,25 @@ def _telemetry(series: Sequence[GpuSeries], doc: DiagnosisDocument) -> tuple[lis
 
 
 def _draw_telemetry(ax: Axes, own: list[GpuSeries], peers: list[GpuSeries], axis: _Axis) -> None:
+    def xy(s: GpuSeries) -> tuple[list[float], list[float]]:
+        kept = [p for p in s.samples if axis.lo <= axis.x(p.time) <= axis.data_hi]
+        return [axis.x(p.time) for p in kept], [p.value for p in kept]
+
     clock = next((s for s in own if s.metric == SM_CLOCK), None)
     temp = next((s for s in own if s.metric == GPU_TEMP), None)
     if peers:
         buckets: dict[float, list[float]] = {}
         for s in peers:
-            for p in s.samples:
-                buckets.setdefault(round(axis.x(p.time)), []).append(p.value)
+            for x, v in zip(*xy(s), strict=True):
+                buckets.setdefault(round(x), []).append(v)
         xs = sorted(buckets)
         ax.plot(xs, [median(buckets[x]) for x in xs], color=GREY, lw=2, ls="--", label="other GPUs, SM clock")
     if clock is not None:
-        ax.plot(
-            [axis.x(p.time) for p in clock.samples],
-            [p.value for p in clock.samples],
-            color=RED,
-            lw=2.5,
-            label="culprit GPU, SM clock",
-        )
+        ax.plot(*xy(clock), color=RED, lw=2.5, label="culprit GPU, SM clock")
     ax.set_ylabel("MHz", fontsize=11)
     if temp is not None:
         tw = ax.twinx()
-        tw.plot([axis.x(p.time) for p in temp.samples], [p.value for p in temp.samples], color=TEMP, lw=1.6, label="°C")
+        tw.plot(*xy(temp), color=TEMP, lw=1.6)
         tw.set_ylabel("°C", fontsize=11, color=TEMP)
         tw.tick_params(labelsize=9, colors=TEMP)
         tw.spines["top"].set_visible(False)
@@ -431,8 +409,11 @@ def render_timeline(doc: DiagnosisDocument, out: Path, *, series: list[GpuSeries
         ax, tax = fig.add_subplot(fig.add_gridspec(1, 1, left=0.15, right=0.97, top=top, bottom=0.12)[0]), None
     head, sub = _verdict(doc)
     colour = INK if doc.root_cause.class_ == "unknown" else RED
-    fig.text(0.015, 0.975, head, ha="left", va="top", fontsize=24, fontweight="bold", color=colour)
-    fig.text(0.015, 0.885, sub, ha="left", va="top", fontsize=15, color=INK)
+    for text, y, size, weight, ink in ((head, 0.975, 24, "bold", colour), (sub, 0.885, 15, "normal", INK)):
+        drawn = fig.text(0.015, y, text, ha="left", va="top", fontsize=size, fontweight=weight, color=ink)
+        wide = drawn.get_window_extent().width / (SIZE[0] * DPI * 0.97)
+        if wide > 1:  # shrink to fit rather than cut the verdict off
+            drawn.set_fontsize(size / wide)
     row = _culprit_row(doc, rows)
     _draw_rows(ax, rows, row)
     _draw_lanes(ax, lanes, axis, rows)
@@ -451,16 +432,8 @@ def render_timeline(doc: DiagnosisDocument, out: Path, *, series: list[GpuSeries
     tear = [x for x in lanes if x.teardown]
     keys = [x for x in lanes if not x.teardown]
     keys += [_Lane("teardown", sum(x.count for x in tear), [], None, None, True)] if tear else []
-    handles = [
-        Patch(
-            facecolor=x.color,
-            alpha=0.45 if x.teardown else 0.95,
-            hatch="///" if x.teardown else None,
-            edgecolor="#444444" if x.teardown else x.color,
-            label=f"{_short(x.title)} ×{x.count:,}" + (" (earlier)" if _earlier(x, axis) else ""),
-        )
-        for x in keys
-    ]
+    names = [f"{_short(x.title)} ×{x.count:,}" + (" (earlier)" if _earlier(x, axis) else "") for x in keys]
+    handles = [Patch(label=name, **_style(x)) for x, name in zip(keys, names, strict=True)]
     if handles:
         fig.legend(handles=handles, loc="upper left", bbox_to_anchor=(0.01, 0.83), ncols=3, fontsize=12, frameon=False)
     out.parent.mkdir(parents=True, exist_ok=True)
