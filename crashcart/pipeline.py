@@ -13,12 +13,13 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
 from crashcart import prefix, runbooks
 from crashcart.bundle import SCANNED_KINDS, Bundle, open_bundle
 from crashcart.causal import RankLast
-from crashcart.clock import parse_time
+from crashcart.clock import ClockContext, parse_time
 from crashcart.errors import CrashCartError
 from crashcart.group import group_findings
 from crashcart.models import Citation, DiagnosisDocument, Evidence, Finding, Group, Topology
@@ -131,35 +132,36 @@ def locate(bundle: Bundle, scanned: ScanResult) -> tuple[Topology, list[Finding]
     return topo, findings, last_lines(bundle, scanned, findings)
 
 
+EXTENDED_TAIL = 4000  # lines read back when a rank's last timestamped line is not in the scan's tail
+
+
 def last_lines(bundle: Bundle, scanned: ScanResult, findings: list[Finding]) -> dict[int, RankLast]:
-    """Per rank: the last non-empty line it wrote (as Evidence) and the latest time it showed."""
+    """Per rank: the last line with a clock it wrote (progress, not the clock-less teardown after it),
+    as Evidence, and its time; a rank with no such line gets its last non-empty line and no time."""
+    ranks_in: dict[str, set[int]] = {}
+    for f in findings:
+        if f.rank is not None:
+            ranks_in.setdefault(f.evidence[0].file, set()).add(f.rank)
     out: dict[int, RankLast] = {}
-    counter = 0
+    ids = iter(range(1, 10**9))
     for bf in bundle.files:
         if bf.kind not in {"rank_log", "combined_log", "log"}:
             continue
         ctx = clock_context(bundle, bf)
-        fallback: dict[int, tuple[int, str]] = {}
-        for n, text in reversed(scanned.tails.get(bf.path, [])):
-            if not text.strip():
+        tail = scanned.tails.get(bf.path, [])
+        found, fallback = _last_per_rank(tail, bf.rank, ctx)
+        want = ranks_in.get(bf.path, set()) | set(fallback)
+        total = bundle.line_count(bf.path) or 0
+        if want - set(found) and total > len(tail):  # some rank's last progress is further up: read back
+            start = max(1, total - EXTENDED_TAIL + 1)
+            more = list(enumerate(bundle.read_lines(bf.path, start, total), start=start))
+            found, fallback = _last_per_rank(more, bf.rank, ctx)
+        for rank in set(found) | set(fallback):
+            if rank in out and out[rank].time is not None:
                 continue
-            p = prefix.view(text)
-            rank = p.rank if p.rank is not None else bf.rank
-            if rank is None or rank in out:
-                continue
-            fallback.setdefault(rank, (n, text))
-            parsed = parse_time(text, ctx)
-            if parsed is not None and parsed.time is not None:
-                # the last line with a clock: progress, not the clock-less teardown noise after it
-                counter += 1
-                ev = Evidence(id=f"L{counter:05d}", file=bf.path, line=n, text=text)
-                out[rank] = RankLast(evidence=ev, time=parsed.time)
-        for rank, (n, text) in fallback.items():
-            if rank not in out:
-                counter += 1
-                out[rank] = RankLast(
-                    evidence=Evidence(id=f"L{counter:05d}", file=bf.path, line=n, text=text), time=None
-                )
+            n, text, when = found[rank] if rank in found else (*fallback[rank], None)
+            ev = Evidence(id=f"L{next(ids):05d}", file=bf.path, line=n, text=text)
+            out[rank] = RankLast(evidence=ev, time=when)
     for f in findings:  # progress lines only: teardown after a hang does not make a rank alive
         if f.rank is None or f.time is None or f.role != "context" or "_time" in f.fields:
             continue
@@ -167,6 +169,26 @@ def last_lines(bundle: Bundle, scanned: ScanResult, findings: list[Finding]) -> 
         if rl.time is None or f.time > rl.time:
             rl.time = f.time
     return out
+
+
+def _last_per_rank(
+    lines: list[tuple[int, str]], file_rank: int | None, ctx: ClockContext
+) -> tuple[dict[int, tuple[int, str, datetime]], dict[int, tuple[int, str]]]:
+    """From the end: each rank's last timestamped line, and its last non-empty line."""
+    found: dict[int, tuple[int, str, datetime]] = {}
+    fallback: dict[int, tuple[int, str]] = {}
+    for n, text in reversed(lines):
+        if not text.strip():
+            continue
+        rank = prefix.view(text).rank
+        rank = file_rank if rank is None else rank
+        if rank is None or rank in found:
+            continue
+        fallback.setdefault(rank, (n, text))
+        parsed = parse_time(text, ctx)
+        if parsed is not None and parsed.time is not None:
+            found[rank] = (n, text, parsed.time)
+    return found, fallback
 
 
 def evidence_registry(findings: list[Finding], last: dict[int, RankLast]) -> dict[str, Evidence]:
