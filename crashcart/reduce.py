@@ -102,6 +102,7 @@ def _short_timeout(pic: Picture, findings: list[Finding]) -> Candidate | None:
     return c
 
 
+KILL_SIGNS = {"generic.killed", "torchrun.exitcode_sigkill"}
 LONE_CLASSES = {"nccl_remote_peer_failure", "ib_completion_error", "nccl_watchdog_stuck_heartbeat"}
 
 
@@ -114,10 +115,11 @@ def _lone_cascade(findings: list[Finding], topo: Topology) -> Candidate | None:
     if first.class_id not in LONE_CLASSES or first.rank is None:
         return None
     same = [f for f in findings if f.class_id == first.class_id]
-    ranks = {f.rank for f in same if f.rank is not None}
-    world = topo.world_size or len(topo.ranks) or 1
-    if len(ranks) > max(1, world // 4):
+    tied = [f for f in timed if f.rank not in (None, first.rank) and f.time == first.time]
+    if tied:  # several ranks at the same moment: no single first error
         return None
+    if any(f.signature in KILL_SIGNS for f in findings):
+        return None  # a peer was SIGKILLed: the peer error is its echo, and why it died is unknown
     c = Candidate(first.class_id, [f for f in same if f.rank == first.rank], [], score=MIN_SCORE + 5)
     c.lead = first
     c.reasons.append(f"the first error of the incident, on rank {first.rank} only; no other cause was found")
@@ -141,11 +143,12 @@ def _summary_hint(findings: list[Finding]) -> Candidate | None:
         if f.role == "context"
         and f.evidence[0].file == file
         and line < f.evidence[0].line <= line + 8
-        and ("exitcode" in f.fields or "local_rank" in f.fields)
+        and ("exitcode" in f.fields or "local_rank" in f.fields or "host" in f.fields)
     ]
     if not block:
         return None
     c = Candidate("torchelastic_childfailed_summary", block, [], score=MIN_SCORE + 5)
+    c.lead = next((f for f in block if "local_rank" in f.fields), None)
     c.reasons.append(
         f"no rank printed an error; torchrun's failure summary says rank {head.fields.get('rank', '?')} "
         f"exited with code {head.fields['exitcode']} (a local hint, not proof of the cause)"
