@@ -70,13 +70,17 @@ def reduce_offline(
     hardware_first(cands)
     cands.sort(key=lambda c: (-c.score, c.time is None, c.time or datetime.max.astimezone(), c.class_id))
     best = cands[0] if cands else None
+    if best is not None and pic.suspect_kind == "desync" and best.class_id == "rank_hang_or_missing_rank":
+        desync = _hang(pic, topo, findings, last)  # every rank reports a laggard that issued another collective
+        if desync is not None:
+            return _compose(desync, cands[1:], groups, findings, topo, pic, last)
     if best is None or best.score < MIN_SCORE or (best.generic and best.class_id == "unknown"):
         weak = best is None or best.score < MIN_SCORE + 20
         fallbacks = (
             _short_timeout(pic, findings),
             _hang(pic, topo, findings, last),
-            _lone_cascade(findings, topo),
             _summary_hint(findings),
+            _lone_cascade(findings, topo),
         )
         for fallback in fallbacks:
             if fallback is not None and weak:
@@ -108,7 +112,7 @@ LONE_CLASSES = {"nccl_remote_peer_failure", "ib_completion_error", "nccl_watchdo
 
 def _lone_cascade(findings: list[Finding], topo: Topology) -> Candidate | None:
     """No root line, but the earliest symptom is a peer/network error on one rank only: report it."""
-    timed = [f for f in findings if f.role == "cascade" and f.time is not None]
+    timed = [f for f in findings if f.role == "cascade" and f.time is not None and f.rank is not None]
     if not timed:
         return None
     first = min(timed, key=lambda f: (f.time, f.evidence[0].file, f.evidence[0].line))
@@ -134,6 +138,14 @@ def _summary_hint(findings: list[Finding]) -> Candidate | None:
     heads = [f for f in findings if f.signature == "torchrun.root_cause" and f.fields.get("exitcode")]
     heads = [f for f in heads if f.fields["exitcode"] not in _AGENT_KILLED and not f.fields["exitcode"].startswith("-")]
     if not heads:
+        return None
+    loud = {
+        f.rank
+        for f in findings
+        if f.role in {"root_candidate", "cascade"} and f.rank is not None and not f.signature.startswith("generic.")
+    }
+    heads = [f for f in heads if f.fields.get("rank", "").isdigit() and int(f.fields["rank"]) not in loud]
+    if not heads:  # the rank the summary names said something itself: that speaks louder
         return None
     head = min(heads, key=lambda f: (f.fields.get("failure_time", ""), f.evidence[0].file, f.evidence[0].line))
     file, line = head.evidence[0].file, head.evidence[0].line

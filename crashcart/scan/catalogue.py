@@ -241,19 +241,98 @@ def load_catalogue() -> Catalogue:
     return cat
 
 
+_LINE_SPACE = r"\t\x0b\x0c\r "  # \s without \n
+_NAMED_GROUP = re.compile(r"\(\?P<\w+>")
+
+
+def line_pattern(pattern: str, *, strip_names: bool = False) -> str:
+    """``pattern`` made unable to match a newline, so a match never spans two lines of a buffer.
+
+    Python ``re`` and hyperscan scan multi-line buffers; a negated class (``[^,]*``), ``\\s``, ``\\W`` or
+    ``\\D`` would let a match run into the next line (ripgrep, which is line-oriented, never does). The
+    rewrite adds ``\\n`` to negated classes and spells those escapes without it; the match set on any
+    single line is unchanged. ``strip_names`` turns ``(?P<name>`` into ``(?:`` (ripgrep joins all patterns
+    into one regex and rejects a group name used twice). Raises ``CatalogueError`` on a construct it
+    cannot rewrite (``(?s``, ``(?x``, ``\\W`` inside a class).
+    """
+    if "(?s" in pattern or "(?x" in pattern:
+        raise CatalogueError(f"dotall/verbose flags are not supported: {pattern}")
+    out: list[str] = []
+    i, n = 0, len(pattern)
+    while i < n:
+        c = pattern[i]
+        if c == "\\":
+            esc = pattern[i : i + 2]
+            out.append({"\\s": f"[{_LINE_SPACE}]", "\\W": "[^\\w\\n]", "\\D": "[^\\d\\n]"}.get(esc, esc))
+            i += 2
+        elif c == "[":
+            end, text = _line_class(pattern, i)
+            out.append(text)
+            i = end
+        elif strip_names and (m := _NAMED_GROUP.match(pattern, i)):
+            out.append("(?:")
+            i = m.end()
+        else:
+            out.append(c)
+            i += 1
+    return "".join(out)
+
+
+def _line_class(pattern: str, start: int) -> tuple[int, str]:
+    """The character class at ``start`` rewritten to exclude ``\\n``; returns (index after it, text)."""
+    i = start + 1
+    negated = pattern.startswith("^", i)
+    i += negated
+    body: list[str] = []
+    if pattern.startswith("]", i):  # a leading ] is a literal
+        body.append("\\]")
+        i += 1
+    while i < len(pattern) and pattern[i] != "]":
+        if pattern[i] == "\\":
+            esc = pattern[i : i + 2]
+            if esc in ("\\W", "\\D") and not negated:
+                raise CatalogueError(f"{esc} inside a character class is not supported: {pattern}")
+            body.append(_LINE_SPACE if esc == "\\s" and not negated else esc)
+            i += 2
+        else:
+            body.append(pattern[i])
+            i += 1
+    if i >= len(pattern):
+        raise CatalogueError(f"unterminated character class: {pattern}")
+    text = "[^" + "".join(body) + "\\n]" if negated else "[" + "".join(body) + "]"
+    return i + 1, text
+
+
 def hyperscan_expressions(cat: Catalogue) -> tuple[list[bytes], list[int], list[int]]:
     """Expressions, ids (= signature index) and flags for one ``hyperscan.Database.compile``.
 
-    Flags carry ``HS_FLAG_CASELESS`` for signatures with the ``i`` flag, and ``HS_FLAG_SINGLEMATCH``
-    for ``sampled`` ones (progress lines that occur on every step: one per buffer is enough); every
-    other signature reports every match end, so the scanner finds every matching line.
+    Each expression is ``line_pattern`` of the signature's pattern (a match stays on one line). Flags
+    carry ``HS_FLAG_CASELESS`` for signatures with the ``i`` flag, and ``HS_FLAG_SINGLEMATCH`` for
+    ``sampled`` ones (progress lines that occur on every step: one per buffer is enough); every other
+    signature reports every match end, so the scanner finds every matching line.
     """
     import hyperscan
 
-    expressions = [s.pattern.encode("ascii") for s in cat.signatures]
+    expressions = [line_pattern(s.pattern).encode("ascii") for s in cat.signatures]
     ids = list(range(len(cat.signatures)))
     flags = [
         (hyperscan.HS_FLAG_CASELESS if "i" in s.flags else 0) | (hyperscan.HS_FLAG_SINGLEMATCH if s.sampled else 0)
         for s in cat.signatures
     ]
     return expressions, ids, flags
+
+
+def ripgrep_patterns(cat: Catalogue, *, sampled: bool = True) -> list[str]:
+    """The catalogue as ``rg -f`` patterns (one per line) meaning what the scanner's matchers mean.
+
+    ``(?-u:...)``: ASCII classes and bytes, like hyperscan and Python ``re`` on bytes; ``(?i:...)`` for
+    case-insensitive signatures; group names removed (ripgrep rejects a name used twice). ``sampled=False``
+    leaves out the sampled signatures, whose every line ripgrep reports but the scanner samples.
+    """
+    out = []
+    for s in cat.signatures:
+        if s.sampled and not sampled:
+            continue
+        p = line_pattern(s.pattern, strip_names=True)
+        out.append(f"(?-u:(?i:{p}))" if "i" in s.flags else f"(?-u:{p})")
+    return out

@@ -1,24 +1,30 @@
 """Multi-pattern matchers: run the whole signature catalogue over a large buffer in one call.
 
-Input: a newline-aligned bytes buffer. Output: ``(signature index, end offset)`` pairs. Two engines
-return the same set: hyperscan (one compiled database, the fast path) and Python ``re`` (one
-``finditer`` per signature; the fallback where hyperscan has no wheel). Pure; no I/O.
+Input: a newline-aligned buffer (``bytes``, ``bytearray`` or ``memoryview``). Output: ``(signature index,
+end offset)`` pairs. Two engines find the same lines: hyperscan (one compiled database, the fast path)
+and Python ``re`` (one ``finditer`` per signature; the fallback where hyperscan has no wheel). Both use
+``catalogue.line_pattern``, so no match spans two lines. Pure; no I/O.
+
+Threads: a matcher is not shared between threads; ``clone()`` gives another one for another thread
+(hyperscan: the same compiled database, a new scratch space). Hyperscan and hashing release the GIL.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Literal, Protocol
+import threading
+from typing import Any, Literal, Protocol, Self
 
-from crashcart.scan.catalogue import Catalogue, hyperscan_expressions, load_catalogue
+from crashcart.scan.catalogue import Catalogue, hyperscan_expressions, line_pattern, load_catalogue
 
 MatcherName = Literal["hyperscan", "re"]
+Buffer = bytes | bytearray | memoryview
 
 
 class Matcher(Protocol):
     name: MatcherName
 
-    def scan(self, buf: bytes) -> list[tuple[int, int]]:
+    def scan(self, buf: Buffer) -> list[tuple[int, int]]:
         """All (signature index, end offset) matches in ``buf``, in no particular order."""
         ...
 
@@ -32,9 +38,12 @@ class ReMatcher:
         self._patterns: list[tuple[re.Pattern[bytes], bool]] = []
         for sig in catalogue.signatures:
             flags = re.MULTILINE | (re.IGNORECASE if "i" in sig.flags else 0)
-            self._patterns.append((re.compile(sig.pattern.encode("utf-8"), flags), sig.sampled))
+            self._patterns.append((re.compile(line_pattern(sig.pattern).encode("ascii"), flags), sig.sampled))
 
-    def scan(self, buf: bytes) -> list[tuple[int, int]]:
+    def clone(self) -> Self:
+        return self  # stateless
+
+    def scan(self, buf: Buffer) -> list[tuple[int, int]]:
         out: list[tuple[int, int]] = []
         for i, (pat, sampled) in enumerate(self._patterns):
             if sampled:  # like hyperscan's SINGLEMATCH: the first match of the buffer only
@@ -46,27 +55,49 @@ class ReMatcher:
         return out
 
 
+_DATABASES: dict[int, tuple[Catalogue, Any]] = {}
+_COMPILE_LOCK = threading.Lock()
+
+
+def _database(catalogue: Catalogue) -> Any:
+    """The catalogue compiled once per process (about 0.25 s), shared by every thread's matcher."""
+    import hyperscan
+
+    with _COMPILE_LOCK:
+        got = _DATABASES.get(id(catalogue))
+        if got is not None and got[0] is catalogue:
+            return got[1]
+        expressions, ids, flags = hyperscan_expressions(catalogue)
+        db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
+        db.compile(expressions=expressions, ids=ids, flags=[f | hyperscan.HS_FLAG_MULTILINE for f in flags])
+        _DATABASES[id(catalogue)] = (catalogue, db)
+        return db
+
+
 class HyperscanMatcher:
     """All signatures in one hyperscan block-mode database; the GIL is released while it scans."""
 
     name: MatcherName = "hyperscan"
 
-    def __init__(self, catalogue: Catalogue) -> None:
+    def __init__(self, catalogue: Catalogue, *, _db: Any = None) -> None:
         import hyperscan
 
-        expressions, ids, flags = hyperscan_expressions(catalogue)
-        flags = [f | hyperscan.HS_FLAG_MULTILINE for f in flags]
-        self._db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
-        self._db.compile(expressions=expressions, ids=ids, flags=flags)
-        self._hits: list[tuple[int, int]] = []
+        self._catalogue = catalogue
+        self._db = _db if _db is not None else _database(catalogue)
+        self._scratch = hyperscan.Scratch(self._db)
 
-    def _on_match(self, sig: int, start: int, end: int, flags: int, ctx: object) -> None:
-        self._hits.append((sig, end))
+    def clone(self) -> HyperscanMatcher:
+        """A matcher for another thread: same database, its own scratch space."""
+        return HyperscanMatcher(self._catalogue, _db=self._db)
 
-    def scan(self, buf: bytes) -> list[tuple[int, int]]:
-        self._hits = []
-        self._db.scan(buf, match_event_handler=self._on_match)
-        hits, self._hits = self._hits, []
+    def scan(self, buf: Buffer) -> list[tuple[int, int]]:
+        hits: list[tuple[int, int]] = []
+        add = hits.append
+
+        def on_match(sig: int, start: int, end: int, flags: int, ctx: object) -> None:
+            add((sig, end))
+
+        self._db.scan(buf, match_event_handler=on_match, scratch=self._scratch)
         return hits
 
 
@@ -78,9 +109,14 @@ def hyperscan_available() -> bool:
     return True
 
 
-def make_matcher(kind: Literal["auto", "hyperscan", "re"] = "auto") -> Matcher:
-    """Build the matcher for this process. ``auto`` prefers hyperscan when it is installed."""
+def matcher_name(kind: Literal["auto", "hyperscan", "re"] = "auto") -> MatcherName:
+    """Which engine ``make_matcher(kind)`` builds, without building it."""
+    return "re" if kind == "re" or (kind == "auto" and not hyperscan_available()) else "hyperscan"
+
+
+def make_matcher(kind: Literal["auto", "hyperscan", "re"] = "auto") -> HyperscanMatcher | ReMatcher:
+    """Build the matcher for this thread. ``auto`` prefers hyperscan when it is installed."""
     cat = load_catalogue()
-    if kind == "re" or (kind == "auto" and not hyperscan_available()):
+    if matcher_name(kind) == "re":
         return ReMatcher(cat)
     return HyperscanMatcher(cat)

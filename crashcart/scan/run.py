@@ -1,16 +1,16 @@
 """Scan stage (the offline swarm): every log file through the signature catalogue, in parallel.
 
 Input: an opened ``Bundle``. Output: ``ScanResult`` (findings with Evidence, per-file line counts,
-hashes and tails, telemetry series). Files are spread across worker processes, largest first; each
-worker compiles the catalogue once and streams its files in newline-aligned buffers.
+hashes and tails, telemetry series). Files are spread across worker threads, largest first; the
+catalogue is compiled once and each thread streams its files in newline-aligned buffers.
 """
 
 from __future__ import annotations
 
-import multiprocessing
 import os
+import threading
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -20,6 +20,7 @@ from crashcart.models import Finding, SkippedFile
 from crashcart.scan.catalogue import load_catalogue
 from crashcart.scan.findings import IdSource, build_findings
 from crashcart.scan.matcher import Matcher, make_matcher
+from crashcart.scan.matcher import matcher_name as _matcher_name
 from crashcart.scan.reader import FileScan, scan_file
 from crashcart.settings import ScanSettings
 
@@ -48,54 +49,18 @@ class ScanResult:
         return sum(s.nbytes for s in self.scans.values())
 
 
-_WORKER_MATCHER: Matcher | None = None
-
-
-def _init_worker(kind: str) -> None:
-    global _WORKER_MATCHER
-    _WORKER_MATCHER = make_matcher(kind)  # type: ignore[arg-type]
-
-
-def _work(job: tuple[str, str, int, int]) -> FileScan:
-    physical, path, buffer_bytes, max_line = job
-    assert _WORKER_MATCHER is not None
-    return scan_file(_WORKER_MATCHER, Path(physical), path, buffer_bytes=buffer_bytes, max_line_bytes=max_line)
-
-
 def scan(bundle: Bundle, settings: ScanSettings, progress: Progress | None = None) -> ScanResult:
     """Scan every log file of ``bundle``; unreadable files become failures, not exceptions."""
     cat = load_catalogue()
     targets = [f for f in bundle.files if f.kind in SCANNED_KINDS or f.kind == "telemetry"]
-    jobs: list[tuple[str, str, int, int]] = []
+    jobs: list[tuple[Path, str]] = []
     for f in sorted(targets, key=lambda f: (-f.size, f.path)):
         phys = bundle.physical(f.path)
         if phys is not None:
-            jobs.append((str(phys), f.path, settings.buffer_bytes, bundle.limits.max_line_bytes))
+            jobs.append((phys, f.path))
     total = sum(f.size for f in targets)
-    workers = settings.workers or os.cpu_count() or 1
-    scans: dict[str, FileScan] = {}
-    done = 0
-    matcher_name: str
-    if workers > 1 and total >= PARALLEL_MIN_BYTES and len(jobs) > 1:
-        matcher_name = make_matcher(settings.matcher).name
-        ctx = multiprocessing.get_context("fork" if hasattr(os, "fork") else "spawn")
-        with ProcessPoolExecutor(
-            max_workers=workers, mp_context=ctx, initializer=_init_worker, initargs=(settings.matcher,)
-        ) as pool:
-            for fs in pool.map(_work, jobs, chunksize=1):
-                scans[fs.path] = fs
-                done += fs.nbytes
-                if progress:
-                    progress(done, total)
-    else:
-        matcher = make_matcher(settings.matcher)
-        matcher_name = matcher.name
-        for where, path, buf, max_line in jobs:
-            fs = scan_file(matcher, Path(where), path, buffer_bytes=buf, max_line_bytes=max_line)
-            scans[path] = fs
-            done += fs.nbytes
-            if progress:
-                progress(done, total)
+    scans = _scan_files(jobs, settings, bundle.limits.max_line_bytes, total, progress)
+    matcher_name = _matcher_name(settings.matcher)
 
     result = ScanResult(findings=[], scans=scans, matcher=matcher_name)
     ids = IdSource()
@@ -125,6 +90,44 @@ def scan(bundle: Bundle, settings: ScanSettings, progress: Progress | None = Non
         if note:
             result.notes[bf.path] = note
     return result
+
+
+def _scan_files(
+    jobs: list[tuple[Path, str]], settings: ScanSettings, max_line: int, total: int, progress: Progress | None
+) -> dict[str, FileScan]:
+    """Every file through the catalogue, largest first, on ``settings.workers`` threads (one per core).
+
+    Threads, not processes: reading, sha256, hyperscan and numpy release the GIL, so threads use every
+    core without forking, re-importing, recompiling the database or pickling results back; the Python
+    work left per 1 MiB buffer is a few microseconds."""
+    base = make_matcher(settings.matcher)  # compiles the database once, shared by every thread
+    workers = min(settings.workers or os.cpu_count() or 1, len(jobs))
+    scans: dict[str, FileScan] = {}
+    done = 0
+
+    def record(fs: FileScan) -> None:
+        nonlocal done
+        scans[fs.path] = fs
+        done += fs.nbytes
+        if progress:
+            progress(done, total)
+
+    if workers <= 1 or total < PARALLEL_MIN_BYTES:
+        for phys, path in jobs:
+            record(scan_file(base, phys, path, buffer_bytes=settings.buffer_bytes, max_line_bytes=max_line))
+        return scans
+    local = threading.local()
+
+    def work(job: tuple[Path, str]) -> FileScan:
+        matcher: Matcher | None = getattr(local, "matcher", None)
+        if matcher is None:
+            matcher = local.matcher = base.clone()
+        return scan_file(matcher, job[0], job[1], buffer_bytes=settings.buffer_bytes, max_line_bytes=max_line)
+
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="crashcart-scan") as pool:
+        for fut in as_completed([pool.submit(work, job) for job in jobs]):
+            record(fut.result())
+    return scans
 
 
 def _telemetry(bundle: Bundle, path: str, host: str | None, lines: int, ids: IdSource, result: ScanResult) -> None:
