@@ -345,6 +345,11 @@ def hardware_first(cands: list[Candidate]) -> None:
     if k8s is not None and oom is not None:
         k8s.score += 10
         k8s.reasons.append("Kubernetes recorded the kernel OOM kill")
+    for victim in ("dataloader_worker_failure", "unknown"):
+        v = by_class.get(victim)
+        if oom is not None and v is not None and v.nodes and v.nodes <= oom.nodes:
+            v.score -= 15  # a process the kernel OOM killer picked dies with a bare SIGKILL
+            v.penalties.append("explained by host_oom_kill on the same node")
 
     def hw(c: Candidate) -> bool:
         info = cat.classes.get(c.class_id)

@@ -211,6 +211,8 @@ def _culprit(c: Candidate, topo: Topology, findings: list[Finding] | None = None
     first = c.first
     nodes = c.nodes
     node = first.node if len(nodes) <= 1 or len(nodes) * 3 <= max(len(topo.nodes), 1) else None
+    if node is None and len(nodes) == 1:
+        node = next(iter(nodes))  # another line of the same fault says where
     ranks = c.ranks
     rank = first.rank if first.rank is not None and (len(ranks) <= 2 or c.lead is not None) else None
     if c.lead is not None and first.node:

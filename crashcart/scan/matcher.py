@@ -11,8 +11,12 @@ Threads: a matcher is not shared between threads; ``clone()`` gives another one 
 
 from __future__ import annotations
 
+import hashlib
+import os
+import platform
 import re
 import threading
+from pathlib import Path
 from typing import Any, Literal, Protocol, Self
 
 from crashcart.scan.catalogue import Catalogue, hyperscan_expressions, line_pattern, load_catalogue
@@ -57,10 +61,17 @@ class ReMatcher:
 
 _DATABASES: dict[int, tuple[Catalogue, Any]] = {}
 _COMPILE_LOCK = threading.Lock()
+_CACHE_MAGIC = b"crashcart-hsdb-1\n"
 
 
 def _database(catalogue: Catalogue) -> Any:
-    """The catalogue compiled once per process (about 0.25 s), shared by every thread's matcher."""
+    """The catalogue compiled once per process, shared by every thread's matcher.
+
+    Compiling takes about 0.25 s, so the serialized database is kept in ``~/.cache/crashcart``, named by
+    a hash of the expressions, flags, hyperscan version and machine, and checked by its own sha256
+    before it is loaded; any problem with the cache (missing, corrupt, unwritable, another CPU) means
+    compiling again, never a failure.
+    """
     import hyperscan
 
     with _COMPILE_LOCK:
@@ -68,10 +79,51 @@ def _database(catalogue: Catalogue) -> Any:
         if got is not None and got[0] is catalogue:
             return got[1]
         expressions, ids, flags = hyperscan_expressions(catalogue)
-        db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
-        db.compile(expressions=expressions, ids=ids, flags=[f | hyperscan.HS_FLAG_MULTILINE for f in flags])
+        flags = [f | hyperscan.HS_FLAG_MULTILINE for f in flags]
+        key = hashlib.sha256(
+            repr((expressions, ids, flags, getattr(hyperscan, "__version__", ""), platform.machine())).encode()
+        ).hexdigest()[:32]
+        db = _load_cached(key)
+        if db is None:
+            db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
+            db.compile(expressions=expressions, ids=ids, flags=flags)
+            _store_cached(key, hyperscan.dumpb(db))
         _DATABASES[id(catalogue)] = (catalogue, db)
         return db
+
+
+def _cache_file(key: str) -> Path:
+    return Path.home() / ".cache" / "crashcart" / f"hyperscan-{key}.db"
+
+
+def _load_cached(key: str) -> Any:
+    import hyperscan
+
+    try:
+        data = _cache_file(key).read_bytes()
+    except (OSError, RuntimeError):
+        return None
+    head = len(_CACHE_MAGIC)
+    digest, payload = data[head : head + 32], data[head + 32 :]
+    if not data.startswith(_CACHE_MAGIC) or hashlib.sha256(payload).digest() != digest:
+        return None
+    try:
+        db = hyperscan.loadb(payload, hyperscan.HS_MODE_BLOCK)
+        hyperscan.Scratch(db)  # fails here if this CPU cannot run it
+    except hyperscan.error:
+        return None
+    return db
+
+
+def _store_cached(key: str, payload: bytes) -> None:
+    try:
+        target = _cache_file(key)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_name(f"{target.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+        tmp.write_bytes(_CACHE_MAGIC + hashlib.sha256(payload).digest() + payload)
+        os.replace(tmp, target)
+    except (OSError, RuntimeError):
+        return
 
 
 class HyperscanMatcher:
