@@ -201,9 +201,15 @@ def _make_finding(
         elif when is not None:
             fields = {**fields, "_time": "inherited from an earlier line"}
     rank = _int(fields.get("rank"))
+    subject = _int(fields.get("ranks", "").strip())  # a report about one other rank ("ranks [7] are lagging")
+    if subject is not None:
+        rank = subject
+        fields = {**fields, "_reported_by": str(pre.rank if pre.rank is not None else bf.rank)}
     if rank is None:
         rank = pre.rank if pre.rank is not None else bf.rank
     node = None if bf.kind == "kernel_log" and bf.host else fields.get("host") or fields.get("node") or pre.host
+    if subject is not None:
+        node = None  # the subject rank's node comes from the topology, not from the reporter's line
     if node is not None and not _HOSTNAME.fullmatch(node):
         node = None  # e.g. a Lustre server NID "10.20.33.61@o2ib2" is not one of the job's nodes
     if node is None and bf.host:
