@@ -228,7 +228,7 @@ def score(
         c.score -= 8
         c.penalties.append(f"seen on {len(ranks)} of {world} ranks")
     suspect_nodes = {topo.ranks[r].node for r in pic.suspects if r in topo.ranks and topo.ranks[r].node}
-    if ranks & pic.suspect_ranks or nodes & suspect_nodes:
+    if ranks & pic.suspect_ranks or (not ranks and nodes and nodes <= suspect_nodes):
         c.score += 25
         c.reasons.append("on the rank that is not like the others")
     if t is not None and pic.first_cascade is not None:
@@ -345,6 +345,11 @@ def hardware_first(cands: list[Candidate]) -> None:
     if k8s is not None and oom is not None:
         k8s.score += 10
         k8s.reasons.append("Kubernetes recorded the kernel OOM kill")
+    sched = by_class.get("scheduler_preemption_or_timelimit")
+    failed = by_class.get("slurm_node_failure") or by_class.get("k8s_pod_eviction_or_oomkilled")
+    if sched is not None and failed is not None and all(f.signature == "torchrun.death_signal" for f in sched.findings):
+        sched.score -= 30  # the launcher was told to stop; the scheduler's record says why
+        sched.penalties.append(f"explained by {failed.class_id}")
     for victim in ("dataloader_worker_failure", "unknown"):
         v = by_class.get(victim)
         if oom is not None and v is not None and v.nodes and v.nodes <= oom.nodes:
