@@ -237,3 +237,14 @@ def to_iso(t: datetime | None) -> str | None:
     if u.microsecond:
         text += f".{u.microsecond // 1000:03d}"
     return text + "Z"
+
+
+def from_iso(iso: str | None) -> datetime | None:
+    """The inverse of ``to_iso``: an ISO-8601 string (as in ``diagnosis.json``) -> aware UTC, or None."""
+    if not iso:
+        return None
+    try:
+        t = datetime.fromisoformat(iso)
+    except ValueError:
+        return None
+    return (t if t.tzinfo else t.replace(tzinfo=UTC)).astimezone(UTC)

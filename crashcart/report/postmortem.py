@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
+from crashcart.clock import from_iso
 from crashcart.models import DiagnosisDocument, DocCitation, DocRunbook
 from crashcart.scan.catalogue import load_catalogue
 
@@ -48,16 +49,6 @@ def _code(text: str, limit: int = MAX_QUOTE, *, cell: bool = False) -> str:
 def _plain(text: str) -> str:
     """Text from the document shown as prose: scrubbed, one line, Markdown/HTML control characters escaped."""
     return re.sub(r"([\\`*\[\]<>|])", r"\\\1", " ".join(_scrub(text).split()))
-
-
-def _time(iso: str | None) -> datetime | None:
-    if not iso:
-        return None
-    try:
-        t = datetime.fromisoformat(iso)
-    except ValueError:
-        return None
-    return (t if t.tzinfo else t.replace(tzinfo=UTC)).astimezone(UTC)
 
 
 def _utc(t: datetime | None, *, ms: bool = False) -> str:
@@ -134,10 +125,10 @@ def _impact(doc: DiagnosisDocument) -> list[str]:
     )
     gpus = {(i.get("node"), i["gpu"]) for i in topo.values() if i.get("gpu")}
     ranks = len(topo)
-    root_t = _time(doc.root_cause.time)
-    times = [t for t in (_time(e.time) for e in doc.timeline) if t is not None]
-    times += [t for s in doc.symptoms for t in (_time(s.first_time), _time(s.last_time)) if t is not None]
-    first_symptom = min((t for s in doc.symptoms if (t := _time(s.first_time))), default=None)
+    root_t = from_iso(doc.root_cause.time)
+    times = [t for t in (from_iso(e.time) for e in doc.timeline) if t is not None]
+    times += [t for s in doc.symptoms for t in (from_iso(s.first_time), from_iso(s.last_time)) if t is not None]
+    first_symptom = min((t for s in doc.symptoms if (t := from_iso(s.first_time))), default=None)
     start = min([*times, *([root_t] if root_t else [])], default=None)
     end = max([*times, *([root_t] if root_t else [])], default=None)
     duration = end - start if start and end and end > start else None
@@ -177,7 +168,7 @@ def _timeline(doc: DiagnosisDocument) -> list[str]:
     roots = {(c.file, c.line) for c in root.citations if c.verified}
     lines += ["| time | role | what | where | line |", "|---|---|---|---|---|"]
     for e in doc.timeline[:MAX_TIMELINE]:
-        when = _utc(_time(e.time), ms=True) if e.time else "(no time)"
+        when = _utc(from_iso(e.time), ms=True) if e.time else "(no time)"
         what = _title(e.class_) if e.class_ else ""
         is_root = (e.file, e.line) in roots or (e.class_ == root.class_ and e.role == "root_candidate")
         role = "**root cause**" if is_root else _ROLE.get(e.role, e.role)
@@ -211,7 +202,7 @@ def _root_cause(doc: DiagnosisDocument) -> list[str]:
     lines = [f"## Root cause: {_title(root.class_)}", ""]
     if info is not None:
         lines += [_plain(info.explanation), ""]
-    lines += [f"- Culprit: {culprit or 'not identified'}", f"- Time: {_utc(_time(root.time), ms=True)}"]
+    lines += [f"- Culprit: {culprit or 'not identified'}", f"- Time: {_utc(from_iso(root.time), ms=True)}"]
     hardware = f" (hardware: {'yes' if info.hardware else 'no'})" if info else ""
     lines.append(f"- Class: {_code(root.class_)}{hardware}")
     lines += ["", "Evidence:", ""]
@@ -233,7 +224,7 @@ def _symptoms(doc: DiagnosisDocument) -> list[str]:
             who.append(f"{len(s.ranks)} ranks ({_ranges(s.ranks)})" if len(s.ranks) > 1 else f"rank {s.ranks[0]}")
         if s.nodes:
             who.append(f"{len(s.nodes)} nodes" if len(s.nodes) > 1 else f"node {_code(s.nodes[0])}")
-        first, last = _time(s.first_time), _time(s.last_time)
+        first, last = from_iso(s.first_time), from_iso(s.last_time)
         when = f", {_utc(first)}" if first else ""
         if first and last and _utc(last) != _utc(first):
             when = f", {_utc(first)[:-4]} – {_utc(last)[11:]}"

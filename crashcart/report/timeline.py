@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from statistics import median
 from typing import Any
@@ -21,6 +21,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
+from crashcart.clock import from_iso
 from crashcart.gpuid import canonical_pci
 from crashcart.models import DiagnosisDocument
 from crashcart.scan.catalogue import load_catalogue
@@ -88,16 +89,6 @@ class _Axis:
         a, b = self.x(start), self.x(end or start)
         ca, cb = min(max(a, self.lo), self.data_hi), min(max(b, self.lo), self.data_hi)
         return ca, cb - ca, a < self.lo
-
-
-def _time(iso: str | None) -> datetime | None:
-    if not iso:
-        return None
-    try:
-        t = datetime.fromisoformat(iso)
-    except ValueError:
-        return None
-    return (t if t.tzinfo else t.replace(tzinfo=UTC)).astimezone(UTC)
 
 
 def _short(title: str, limit: int = 32) -> str:
@@ -170,9 +161,9 @@ def _lanes(doc: DiagnosisDocument, rows: _Rows) -> list[_Lane]:
         if not hit:
             hit = {rows.of_node[n] for n in s.nodes if n in rows.of_node}
             hit |= {r for lo, hi, n in rows.bands if n in s.nodes for r in range(lo, hi + 1)}
-        start = _time(s.first_time)
+        start = from_iso(s.first_time)
         lane = _Lane(cat.class_title(s.class_), s.count, sorted(hit) or list(range(rows.n)), start, start)
-        lane.end = _time(s.last_time) or start
+        lane.end = from_iso(s.last_time) or start
         lane.teardown = _role(doc, s.class_) == "teardown"
         lanes.append(lane)
     shown = [x for x in lanes if not x.teardown][:MAX_LANES]
@@ -189,8 +180,8 @@ def _lanes(doc: DiagnosisDocument, rows: _Rows) -> list[_Lane]:
 
 def _axis(doc: DiagnosisDocument, lanes: list[_Lane]) -> _Axis:
     """The window: the cluster of event times (gaps <= GAP) holding the root cause; the rest is clipped."""
-    root = _time(doc.root_cause.time)
-    raw = [root, *(t for s in doc.symptoms for t in (_time(s.first_time), _time(s.last_time)))]
+    root = from_iso(doc.root_cause.time)
+    raw = [root, *(t for s in doc.symptoms for t in (from_iso(s.first_time), from_iso(s.last_time)))]
     times = sorted({t for t in raw if t is not None})
     if not times:
         return _Axis(False, -0.1, len(lanes) + 1.1)
@@ -283,7 +274,7 @@ def _note(ax: Axes, x: float, y: float, text: str, ha: str, va: str = "bottom", 
 
 
 def _draw_marks(ax: Axes, doc: DiagnosisDocument, lanes: list[_Lane], axis: _Axis, row: int | None, n: int) -> None:
-    root_t = _time(doc.root_cause.time) if doc.root_cause.class_ != "unknown" else None
+    root_t = from_iso(doc.root_cause.time) if doc.root_cause.class_ != "unknown" else None
     if axis.gutter is not None:
         ax.axvspan(*axis.gutter, color="#f2f2f2", zorder=0, lw=0)
         _note(ax, sum(axis.gutter) / 2, 0.99, "no time", "center", "top", color=GREY)
@@ -383,7 +374,7 @@ def _verdict(doc: DiagnosisDocument) -> tuple[str, str]:
     head = "NO ROOT CAUSE FOUND" if root.class_ == "unknown" else f"ROOT CAUSE: {title}"
     c = root.culprit
     bits = [c.node or "", f"GPU {c.gpu}" if c.gpu else "", f"rank {c.rank}" if c.rank is not None else ""]
-    t = _time(root.time)
+    t = from_iso(root.time)
     bits += [f"{t:%Y-%m-%d %H:%M:%S} UTC" if t else "time unknown", f"confidence {root.confidence:.0%}"]
     return head, " · ".join(b for b in bits if b)
 
