@@ -342,8 +342,8 @@ def hardware_first(cands: list[Candidate]) -> None:
     cat = load_catalogue()
     by_class = {c.class_id: c for c in cands}
     k8s, oom = by_class.get("k8s_pod_eviction_or_oomkilled"), by_class.get("host_oom_kill")
-    if k8s is not None and oom is not None:
-        k8s.score += 10
+    if k8s is not None and oom is not None and (not k8s.nodes or not oom.nodes or k8s.nodes & oom.nodes):
+        k8s.score = max(k8s.score + 10, oom.score + 1)  # one event; under Kubernetes its record names the class
         k8s.reasons.append("Kubernetes recorded the kernel OOM kill")
     sched = by_class.get("scheduler_preemption_or_timelimit")
     failed = by_class.get("slurm_node_failure") or by_class.get("k8s_pod_eviction_or_oomkilled")
