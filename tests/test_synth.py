@@ -36,7 +36,7 @@ def read_bundle(out: Path) -> dict[str, list[str]]:
     return {
         p.relative_to(out).as_posix(): p.read_text(encoding="utf-8").split("\n")[:-1]
         for p in sorted(out.rglob("*"))
-        if p.is_file() and p.name != "expected.json"
+        if p.is_file() and p.name != "expected.json" and p.suffix != ".png"
     }
 
 

@@ -11,6 +11,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from crashcart.synth import dashboard
 from crashcart.synth.story import Key, Line, Story
 from crashcart.synth.world import World
 
@@ -113,4 +114,6 @@ def write(s: Story, out: Path) -> Written:
             if line.symptom:
                 symptoms.add(line.symptom)
         target.write_bytes("".join(chunks).encode("utf-8"))
+        if path == "telemetry/dcgm.csv":
+            dashboard.render([text for text, _ in lines], out / "dashboard" / "gpu-dashboard.png")
     return Written(roots, sorted(symptoms))
