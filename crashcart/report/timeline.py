@@ -164,7 +164,7 @@ def _lanes(doc: DiagnosisDocument, rows: _Rows) -> list[_Lane]:
         start = from_iso(s.first_time)
         lane = _Lane(cat.class_title(s.class_), s.count, sorted(hit) or list(range(rows.n)), start, start)
         lane.end = from_iso(s.last_time) or start
-        lane.teardown = _role(doc, s.class_) == "teardown"
+        lane.teardown = _role(doc, s.class_) == "teardown" or s.class_ == "unknown"  # unclassified: background
         lanes.append(lane)
     shown = [x for x in lanes if not x.teardown][:MAX_LANES]
     for lane, colour in zip(shown, PALETTE, strict=False):
