@@ -543,7 +543,7 @@ def _read_tar(b: _Builder, comp: _Compression | None) -> None:
         raw = stack.enter_context(b.source.open("rb"))
         inner: _Reader = raw if comp is None else stack.enter_context(_decompressor(raw, comp))
         stream = _Counted(inner, b.on_stream)
-        tf = stack.enter_context(tarfile.open(fileobj=stream, mode="r|"))
+        tf = stack.enter_context(tarfile.open(fileobj=stream, mode="r|", bufsize=BLOCK))
         while (info := tf.next()) is not None:
             tf.members.clear()  # type: ignore[attr-defined]  # stream mode keeps every header otherwise
             path = _bundle_path(info.name, b.label)

@@ -7,6 +7,7 @@ where the mapping is established by the bundle. Pure.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import Counter, defaultdict
 
@@ -111,7 +112,7 @@ def attribute(findings: list[Finding], topo: Topology) -> list[Finding]:
     """Fill node from rank, and rank from (node, GPU), where the topology establishes them."""
     by_node_gpu = {(i.node, i.gpu): r for r, i in topo.ranks.items() if i.node and i.gpu}
     aliases = node_aliases(findings, topo.nodes)
-    rank_nodes = sorted({i.node for i in topo.ranks.values() if i.node}, key=len, reverse=True)
+    rank_nodes = tuple(sorted({i.node for i in topo.ranks.values() if i.node}, key=len, reverse=True))
     out: list[Finding] = []
     for f in findings:
         update: dict[str, object] = {}
@@ -139,7 +140,8 @@ def attribute(findings: list[Finding], topo: Topology) -> list[Finding]:
     return out
 
 
-def _node_in_path(path: str, nodes: list[str]) -> str | None:
+@functools.lru_cache(maxsize=4096)
+def _node_in_path(path: str, nodes: tuple[str, ...]) -> str | None:
     """The one known node whose name stands as a whole token in ``path``, if exactly one does."""
     hits = [n for n in nodes if re.search(rf"(?<![A-Za-z0-9]){re.escape(n)}(?![A-Za-z0-9-])", path)]
     return hits[0] if len(hits) == 1 else None

@@ -1,24 +1,32 @@
 """Stream one file through a matcher in newline-aligned buffers, never holding the whole file.
 
-Input: a path on disk and a ``Matcher``. Output: a ``FileScan`` with exact 1-based line numbers of
-every hit, the raw bytes of each hit line, a sparse line index (checkpoints), the line count, the
-file's sha256 and its last lines. I/O: reads the file. Runs in worker threads: the heavy steps
-(``readinto``, sha256, hyperscan, numpy newline counting) release the GIL.
+Input: a path on disk (``scan_file``) or a forward-only stream such as an archive member being
+decompressed (``scan_stream``, optionally copying every byte to a sink in the same pass), and a
+``Matcher``. Output: a ``FileScan`` with exact 1-based line numbers of every hit, the raw bytes of each
+hit line, a sparse line index (checkpoints), the line count, the sha256 and the last lines. Runs in
+worker threads: the heavy steps (``readinto``, sha256, hyperscan, numpy) release the GIL.
 
-Per buffer the bytes are touched by: one ``readinto`` into a reused ``bytearray`` (no concatenation
-of a carried partial line with the next block), sha256, the matcher, and one newline count (numpy,
-about 20 GB/s; ``bytes.count`` manages 3 GB/s and holds the GIL). Hit lines are located with a
-vectorised search when a buffer has many hits.
+Per buffer the bytes are touched by: one ``readinto`` into a reused ``bytearray`` (a partial last line
+is moved to the front, never concatenated with the next block), sha256, the matcher, and one newline
+count (numpy, about 20 GB/s; ``bytes.count`` does 3 GB/s and holds the GIL). A buffer with many hits is
+mapped to lines in a few vectorised steps. Memory is bounded: a signature that fires on every line
+keeps its first and last ``KEEP_HITS`` lines per file (``FileScan.dropped`` counts the rest).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import heapq
+import itertools
+import queue
+import threading
+from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from io import FileIO
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, Protocol
 
 from crashcart.scan.matcher import Matcher
 
@@ -27,6 +35,7 @@ TAIL_LINES = 60
 GIANT = 4  # a line longer than this many buffers is scanned in buffer-sized pieces
 NUMPY_MIN_BYTES = 64 * 1024  # below this, bytes.count beats numpy's call overhead
 MANY_HITS = 64  # from this many matches in one buffer, map them to lines with numpy
+KEEP_HITS = 4_000  # per signature and file, the first and the last this many hit lines are kept (bounded memory)
 
 
 @dataclass
@@ -39,6 +48,7 @@ class FileScan:
     hits: list[tuple[int, int, bytes | None]] = field(default_factory=list)  # (sig, line, raw or None)
     tail: list[tuple[int, bytes]] = field(default_factory=list)
     error: str | None = None
+    dropped: int = 0  # hit lines of over-frequent signatures not kept: only the first and last KEEP_HITS are
 
 
 def _numpy() -> ModuleType | None:
@@ -49,16 +59,102 @@ def _numpy() -> ModuleType | None:
     return numpy
 
 
+class Readable(Protocol):
+    def readinto(self, buffer: memoryview, /) -> int | None: ...
+
+
 def scan_file(matcher: Matcher, physical: Path, path: str, *, buffer_bytes: int, max_line_bytes: int) -> FileScan:
     """Scan ``physical`` (shown as ``path``); OS errors become ``FileScan.error``, never exceptions."""
     out = FileScan(path=path)
     try:
         with physical.open("rb", buffering=0) as fh:
             ends_with_newline = _Scanner(matcher, out, buffer_bytes, max_line_bytes).run(fh)
-            out.tail = _tail(fh, out.nbytes, out.lines, ends_with_newline)
+            fh.seek(max(0, out.nbytes - TAIL_BYTES))
+            out.tail = _tail(fh.read(TAIL_BYTES), out.nbytes, out.lines, ends_with_newline)
     except OSError as exc:
         out.error = f"unreadable: {exc.strerror or exc}"
     return out
+
+
+def scan_stream(
+    matcher: Matcher,
+    stream: Readable,
+    path: str,
+    *,
+    buffer_bytes: int,
+    max_line_bytes: int,
+    sink: Callable[[memoryview], object] | None = None,
+) -> FileScan:
+    """Scan a forward-only stream (an archive member while it is decompressed), the same as ``scan_file``.
+
+    ``sink`` receives every byte in order, in the same pass (e.g. ``open(dest, "wb").write``: extract and
+    scan at once, reading the data once). The tail is kept from the last bytes seen. Errors of the stream
+    or the sink propagate (the caller knows whether the archive or the disk failed).
+    """
+    out = FileScan(path=path)
+    tail = bytearray()
+
+    def keep(chunk: memoryview) -> None:
+        if sink is not None:
+            sink(chunk)
+        if len(chunk) >= TAIL_BYTES:
+            tail[:] = chunk[-TAIL_BYTES:]
+        else:
+            tail.extend(chunk)
+            del tail[: max(0, len(tail) - TAIL_BYTES)]
+
+    ends_with_newline = _Scanner(matcher, out, buffer_bytes, max_line_bytes).run(stream, keep)
+    out.tail = _tail(bytes(tail), out.nbytes, out.lines, ends_with_newline)
+    return out
+
+
+class ReadAhead:
+    """Reads a stream on a background thread, up to ``depth`` chunks ahead, so that decompressing (zlib
+    releases the GIL) overlaps scanning. Memory: at most ``depth + 2`` chunks. Errors re-raise in the reader.
+    Read it to the end (or ``close()`` it) before touching the underlying stream again."""
+
+    def __init__(self, stream: Any, *, chunk: int = 1 << 20, depth: int = 4) -> None:
+        self._queue: queue.Queue[bytes | BaseException] = queue.Queue(maxsize=depth)
+        self._stream, self._chunk = stream, chunk
+        self._current = memoryview(b"")
+        self._done = False
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._fill, name="crashcart-readahead", daemon=True)
+        self._thread.start()
+
+    def _fill(self) -> None:
+        try:
+            while not self._stop.is_set():
+                data = self._stream.read(self._chunk)
+                self._queue.put(data)
+                if not data:
+                    return
+        except BaseException as exc:  # handed to the reading thread
+            self._queue.put(exc)
+
+    def readinto(self, buffer: memoryview, /) -> int:
+        if not self._current:
+            if self._done:
+                return 0
+            got = self._queue.get()
+            if isinstance(got, BaseException):
+                self._done = True
+                raise got
+            if not got:
+                self._done = True
+                return 0
+            self._current = memoryview(got)
+        n = min(len(buffer), len(self._current))
+        buffer[:n] = self._current[:n]
+        self._current = self._current[n:]
+        return n
+
+    def close(self) -> None:
+        self._stop.set()
+        while self._thread.is_alive():
+            with contextlib.suppress(queue.Empty):
+                self._queue.get(timeout=0.05)
+        self._thread.join()
 
 
 class _Scanner:
@@ -72,9 +168,14 @@ class _Scanner:
         self.line = 1  # line number of the first byte of the next piece
         self.offset = 0  # file offset of the first byte of the next piece
         self.at_line_start = True
-        self.seen: set[tuple[int, int]] = set()
+        self.seen: set[tuple[int, int]] = set()  # (sig, line) hits of the piece, and of a line it continues
+        self.counts: dict[int, int] = {}
+        self.head_seq: list[int] = []  # sequence number of each hit in out.hits
+        self.later: dict[int, deque[tuple[int, int, int, bytes | None]]] = {}  # sig -> last KEEP_HITS (seq, ...)
+        self.seq = 0
+        self.cut = False  # the current piece ends inside a (giant) line that the next piece continues
 
-    def run(self, fh: FileIO) -> bool:
+    def run(self, fh: Readable, on_chunk: Callable[[memoryview], None] | None = None) -> bool:
         """Read ``fh`` to the end, filling ``self.out``; True when the file ends with a newline."""
         size = self.buffer_bytes
         buf = bytearray(size)
@@ -85,9 +186,11 @@ class _Scanner:
             if have + size > len(buf):
                 buf.extend(bytes(have + size - len(buf)))  # a long line: grow (no view is alive here)
             with memoryview(buf) as mv:
-                n = fh.readinto(mv[have : have + size])
+                n = _fill(fh, mv[have : have + size])
                 if n:
                     digest.update(mv[have : have + n])
+                    if on_chunk is not None:
+                        on_chunk(mv[have : have + n])
                     last = buf[have + n - 1]
                 end = have + n
                 if n == 0:
@@ -98,6 +201,7 @@ class _Scanner:
                         have = end
                         continue
                     stop = end if cut == -1 else cut + 1
+                self.cut = n > 0 and stop == end and buf[stop - 1] != 0x0A  # a giant line goes on
                 if stop:
                     self._piece(buf, mv, stop)
                 rest = end - stop
@@ -107,6 +211,10 @@ class _Scanner:
             if n == 0:
                 break
         out = self.out
+        if self.later:  # put the kept last hits of frequent signatures back in file order
+            head = zip(self.head_seq, out.hits, strict=True)
+            tails = heapq.merge(*[((q, (sig, line, raw)) for q, sig, line, raw in d) for d in self.later.values()])
+            out.hits = [hit for _, hit in heapq.merge(head, tails, key=lambda x: x[0])]
         out.nbytes = self.offset
         out.lines = self.line - 1 + (1 if self.offset and last != 0x0A else 0)
         out.sha256 = digest.hexdigest()
@@ -116,6 +224,9 @@ class _Scanner:
         """Scan ``buf[:stop]``, which starts at ``self.line`` and ends at a newline (or a giant line's cut)."""
         if self.at_line_start:
             self.out.checkpoints.append((self.line, self.offset))
+            self.seen.clear()
+        else:  # a giant line goes on: remember only its hits
+            self.seen = {key for key in self.seen if key[1] == self.line}
         piece = mv[:stop]
         matches = self.matcher.scan(piece)
         if self.np is not None and stop >= NUMPY_MIN_BYTES:
@@ -138,12 +249,30 @@ class _Scanner:
         if start == 0 and not self.at_line_start:
             return None  # the line began in an earlier piece (a giant line): read it back later
         nl = buf.find(b"\n", start, stop)
-        return bytes(buf[start : min(stop if nl == -1 else nl, start + self.max_line_bytes + 1)])
+        limit = start + self.max_line_bytes + 1
+        if nl == -1 and self.cut and stop < limit:
+            return None  # the line goes on in the next piece and we do not hold enough of it
+        return bytes(buf[start : min(stop if nl == -1 else nl, limit)])
+
+    def _keep(self, sig: int, line: int, buf: bytearray, start: int, stop: int) -> None:
+        """Record a hit; beyond KEEP_HITS for its signature, only the latest KEEP_HITS are held."""
+        self.seq += 1
+        n = self.counts[sig] = self.counts.get(sig, 0) + 1
+        if n <= KEEP_HITS:
+            self.out.hits.append((sig, line, self._raw(buf, start, stop)))
+            self.head_seq.append(self.seq)
+            return
+        later = self.later.get(sig)
+        if later is None:
+            later = self.later[sig] = deque(maxlen=KEEP_HITS)
+        if len(later) == KEEP_HITS:
+            self.out.dropped += 1
+        later.append((self.seq, sig, line, self._raw(buf, start, stop)))
 
     def _few(self, buf: bytearray, stop: int, matches: list[tuple[int, int]]) -> None:
         positions = sorted((_last_byte(buf, end), sig) for sig, end in matches)
         cur_line, cur_pos = self.line, 0
-        hits, seen = self.out.hits, self.seen
+        seen = self.seen
         for pos, sig in positions:
             start = buf.rfind(b"\n", 0, pos + 1) + 1
             if start > cur_pos:
@@ -153,29 +282,92 @@ class _Scanner:
             if key in seen:
                 continue
             seen.add(key)
-            hits.append((sig, cur_line, self._raw(buf, start, stop)))
+            self._keep(sig, cur_line, buf, start, stop)
 
     def _many(self, buf: bytearray, arr: Any, stop: int, matches: list[tuple[int, int]]) -> None:
-        """Like ``_few``, vectorised: one pass finds every newline, one search maps every hit to its line."""
+        """Like ``_few``, vectorised for a buffer full of hits: one pass finds every newline, one search
+        maps every hit to its line, one split cuts the lines; Python touches only the hits that are kept."""
         np = self.np
         assert np is not None
         nl = np.flatnonzero(arr == 0x0A)
-        sig = np.fromiter((s for s, _ in matches), dtype=np.int64, count=len(matches))
-        last = np.maximum(np.fromiter((e for _, e in matches), dtype=np.int64, count=len(matches)) - 1, 0)
+        flat = np.fromiter(itertools.chain.from_iterable(matches), dtype=np.int64, count=2 * len(matches))
+        sig, end = flat[0::2], flat[1::2]
+        last = np.maximum(end - 1, 0)
         last -= (arr[last] == 0x0A) & (last > 0)  # a match ending on a newline belongs to the line before it
         idx = np.searchsorted(nl, last, side="left")  # newlines before the hit's last byte = line within piece
         order = np.lexsort((sig, last, idx))  # like _few: by position, then signature
         idx, sig = idx[order], sig[order]
         _, first = np.unique(idx * (int(sig.max()) + 1) + sig, return_index=True)
         first.sort()
-        starts = np.concatenate(([0], nl + 1))
-        hits, seen = self.out.hits, self.seen
-        for k, s in zip(idx[first].tolist(), sig[first].tolist(), strict=True):
-            key = (s, self.line + k)
-            if key in seen:
+        idx, sig = idx[first], sig[first]  # one hit per (line, signature), in position order
+        if self.seen:  # hits on a giant line that an earlier piece already reported
+            dup = np.fromiter(((s, self.line) in self.seen for s in sig[idx == 0].tolist()), dtype=bool)
+            keep = np.ones(len(idx), dtype=bool)
+            keep[np.flatnonzero(idx == 0)[dup]] = False
+            idx, sig = idx[keep], sig[keep]
+        end_line = self.line + len(nl)
+        self.seen.update((s, end_line) for s in sig[idx == len(nl)].tolist())
+        seq = self.seq + 1 + np.arange(len(idx))
+        self.seq += len(idx)
+        take: list[Any] = []  # positions (into idx) whose raw line we need: head hits and kept tail hits
+        tails: list[tuple[int, Any]] = []
+        for s in np.unique(sig).tolist():
+            at = np.flatnonzero(sig == s)
+            before = self.counts.get(s, 0)
+            self.counts[s] = before + len(at)
+            head = at[: max(0, KEEP_HITS - before)]
+            rest = at[len(head) :][-KEEP_HITS:]
+            self.out.dropped += len(at) - len(head) - len(rest)
+            take += [head, rest]
+            if len(rest):
+                tails.append((s, rest))
+        if not take:
+            return
+        need = np.concatenate(take)
+        lines = mv_lines(buf, stop)
+        raw: dict[int, bytes | None] = {}
+        for i, k in zip(need.tolist(), idx[need].tolist(), strict=True):
+            raw[i] = self._raw_line(lines, k, len(nl))
+        hits, head_seq = self.out.hits, self.head_seq
+        tail_set = {int(i) for _, rest in tails for i in rest.tolist()}
+        for i in sorted(raw):
+            if i in tail_set:
                 continue
-            seen.add(key)
-            hits.append((s, self.line + k, self._raw(buf, int(starts[k]), stop)))
+            hits.append((int(sig[i]), self.line + int(idx[i]), raw[i]))
+            head_seq.append(int(seq[i]))
+        for s, rest in tails:
+            later = self.later.get(s)
+            if later is None:
+                later = self.later[s] = deque(maxlen=KEEP_HITS)
+            self.out.dropped += max(0, len(later) + len(rest) - KEEP_HITS)
+            later.extend((int(seq[i]), s, self.line + int(idx[i]), raw[i]) for i in rest.tolist())
+
+    def _raw_line(self, lines: list[bytes], k: int, newlines: int) -> bytes | None:
+        """``_raw`` for line ``k`` of the piece, from the piece already split at newlines."""
+        if k == 0 and not self.at_line_start:
+            return None
+        text = lines[k]
+        limit = self.max_line_bytes + 1
+        if k == newlines and self.cut and len(text) < limit:
+            return None
+        return text[:limit] if len(text) > limit else text
+
+
+def mv_lines(buf: bytearray, stop: int) -> list[bytes]:
+    """``buf[:stop]`` split at newlines (one copy, in C)."""
+    with memoryview(buf) as mv:
+        return mv[:stop].tobytes().split(b"\n")
+
+
+def _fill(fh: Readable, view: memoryview) -> int:
+    """Read until ``view`` is full or the stream ends (streams may return short reads); bytes read."""
+    got = 0
+    while got < len(view):
+        n = fh.readinto(view[got:]) or 0
+        if n == 0:
+            break
+        got += n
+    return got
 
 
 def _last_byte(buf: bytearray, end: int) -> int:
@@ -185,15 +377,12 @@ def _last_byte(buf: bytearray, end: int) -> int:
     return pos
 
 
-def _tail(f: FileIO, size: int, lines: int, ends_with_newline: bool) -> list[tuple[int, bytes]]:
-    """The last ``TAIL_LINES`` complete lines with their line numbers."""
-    start = max(0, size - TAIL_BYTES)
-    f.seek(start)
-    data = f.read(TAIL_BYTES)
+def _tail(data: bytes, size: int, lines: int, ends_with_newline: bool) -> list[tuple[int, bytes]]:
+    """The last ``TAIL_LINES`` complete lines with their line numbers, from the file's last ``data`` bytes."""
     parts = data.split(b"\n")
     if ends_with_newline:
         parts = parts[:-1]
-    if start > 0:
+    if size > len(data):
         parts = parts[1:]  # first piece may be a partial line
     parts = parts[-TAIL_LINES:]
     first = lines - len(parts) + 1

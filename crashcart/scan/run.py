@@ -87,6 +87,8 @@ def scan(bundle: Bundle, settings: ScanSettings, progress: Progress | None = Non
             tb_max=settings.traceback_max_lines,
         )
         result.findings.extend(found)
+        if fs.dropped:  # the reader kept only the first and last hits of a signature that fired everywhere
+            note = "; ".join(filter(None, [note, f"{fs.dropped} more matched lines not kept (bounded memory)"]))
         if note:
             result.notes[bf.path] = note
     return result

