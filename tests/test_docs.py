@@ -12,8 +12,10 @@ README = (ROOT / "README.md").read_text()
 
 
 def test_every_setting_is_documented() -> None:
-    for name in Settings.model_fields:
-        assert f"`CRASHCART_{name.upper()}`" in README, name
+    for name, field in Settings.model_fields.items():
+        alias = field.validation_alias
+        env = alias.choices[0] if alias is not None else f"CRASHCART_{name.upper()}"  # type: ignore[union-attr]
+        assert f"`{env}`" in README, name
 
 
 def test_readme_default_incident_exists() -> None:
