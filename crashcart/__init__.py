@@ -21,6 +21,13 @@ from crashcart.errors import (
 )
 from crashcart.models import DiagnosisDocument, Evidence, Finding, Group
 from crashcart.pipeline import Outcome, diagnose
+from crashcart.report.postmortem import render_postmortem
+from crashcart.report.runbook import render_runbook_md
+from crashcart.report.timeline import render_timeline
+from crashcart.runbooks import RunbookRecord
+from crashcart.runbooks import approve as approve_runbook
+from crashcart.runbooks import get as get_runbook
+from crashcart.runbooks import reject as reject_runbook
 from crashcart.settings import Settings
 from crashcart.store import IncidentSummary, Store, StoredIncident
 
@@ -41,12 +48,19 @@ __all__ = [
     "NoLogsFound",
     "Outcome",
     "RunbookError",
+    "RunbookRecord",
     "Settings",
     "Store",
     "StoreError",
     "StoredIncident",
     "UnsafeBundlePath",
     "VerificationFailed",
+    "approve_runbook",
     "diagnose",
+    "get_runbook",
     "open_bundle",
+    "reject_runbook",
+    "render_postmortem",
+    "render_runbook_md",
+    "render_timeline",
 ]
