@@ -15,11 +15,12 @@ import traceback
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from pydantic import ValidationError
 from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from crashcart.errors import BundleError, CrashCartError, IncidentNotFound, RunbookError
+from crashcart.errors import BundleError, ConfigError, CrashCartError, IncidentNotFound, RunbookError
 from crashcart.settings import Settings
 
 if TYPE_CHECKING:
@@ -68,6 +69,7 @@ def _parser() -> argparse.ArgumentParser:
     rj.add_argument("--as", dest="user", required=True, help="who rejects")
     rj.add_argument("--reason", required=True)
     rj.add_argument("--plan", help="the plan hash you reviewed")
+    sub.add_parser("doctor", help="check the model endpoint, the model ids and Slack auth")
     sy = sub.add_parser("synth", help="write a synthetic incident bundle of one failure class")
     sy.add_argument("cls", metavar="CLASS")
     sy.add_argument("--out", type=Path, required=True)
@@ -82,13 +84,16 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     err = Console(stderr=True, highlight=False)
     try:
-        settings = Settings()
+        settings = _settings()
         return _run(args, settings, err)
     except BundleError as exc:
         _fail(f"error: {exc.detail or type(exc).__name__}")
         return 2
     except (IncidentNotFound, RunbookError) as exc:
         _fail(f"error: {exc.detail}")
+        return 2
+    except ConfigError as exc:
+        _fail(f"configuration: {exc.detail}")
         return 2
     except CrashCartError as exc:
         stage = f" during {exc.stage}" if exc.stage else ""
@@ -100,6 +105,17 @@ def main(argv: list[str] | None = None) -> int:
         err.print("[bold red]internal error[/] (please report it with this trace):")
         err.print(traceback.format_exc(), markup=False, highlight=False)
         return 1
+
+
+def _settings() -> Settings:
+    """Settings from the environment; a malformed variable is a ConfigError naming it."""
+    try:
+        return Settings()
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        name = ".".join(str(p) for p in first.get("loc", ())) or "?"
+        env = name.upper() if name.upper().startswith("SLACK_") else f"CRASHCART_{name.upper()}"
+        raise ConfigError(f"{env}: {first.get('msg', 'invalid value')}") from None
 
 
 def _fail(message: str) -> None:
@@ -114,6 +130,12 @@ def _run(args: argparse.Namespace, settings: Settings, err: Console) -> int:
         synthesize(args.cls, args.out, ranks=args.ranks, nodes=args.nodes, seed=args.seed, layout=args.layout)
         err.print(f"wrote {args.cls} incident to {args.out}")
         return 0
+    if args.command == "doctor":
+        return _doctor(settings)
+    if getattr(args, "engine", None):
+        settings = settings.model_copy(update={"engine": args.engine})
+    if settings.engine == "llm":
+        _check_llm(settings)
     if args.command == "eval":
         return _eval(args, settings, err)
     from crashcart.store import Store
@@ -148,9 +170,6 @@ def _diagnose(args: argparse.Namespace, settings: Settings, store: Store, err: C
     from crashcart.pipeline import diagnose
     from crashcart.report.terminal import render
 
-    engine = args.engine or settings.engine
-    if engine != "offline":
-        err.print("the llm engine is not available in this version; using the offline engine")
     size = _size(args.bundle)
     bar: Progress | None = None
     task = None
@@ -197,6 +216,35 @@ def _diagnose(args: argparse.Namespace, settings: Settings, store: Store, err: C
     else:
         render(doc, _stdout())
     return 0
+
+
+def _check_llm(settings: Settings) -> None:
+    """The LLM engine needs a key, unless it answers from a replay file."""
+    try:
+        llm = settings.llm  # parses CRASHCART_LLM_PRICES
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    if llm.api_key is None and llm.cassette_mode != "replay":
+        raise ConfigError(
+            "the llm engine needs CRASHCART_LLM_API_KEY "
+            "(or CRASHCART_LLM_CASSETTE with CRASHCART_LLM_CASSETTE_MODE=replay)"
+        )
+    if llm.cassette_mode != "off" and llm.cassette is None:
+        raise ConfigError(f"CRASHCART_LLM_CASSETTE_MODE={llm.cassette_mode} needs CRASHCART_LLM_CASSETTE (a file path)")
+
+
+def _doctor(settings: Settings) -> int:
+    from crashcart.llm.doctor import run_checks
+
+    checks = asyncio.run(run_checks(settings))
+    table = Table(show_edge=False)
+    for col in ("check", "status", "detail", "fix"):
+        table.add_column(col)
+    colour = {"ok": "green", "fail": "bold red", "skip": "dim"}
+    for c in checks:
+        table.add_row(c.name, f"[{colour[c.status]}]{c.status}[/]", c.detail, c.fix)
+    _stdout().print(table)
+    return 1 if any(c.status == "fail" for c in checks) else 0
 
 
 def _eval(args: argparse.Namespace, settings: Settings, err: Console) -> int:

@@ -13,7 +13,8 @@
     ├── VerificationFailed         no claim survived citation checks (fail closed)
     ├── StoreError                 sqlite problems, wrapped with the operation
     │   └── IncidentNotFound       no stored incident with that id
-    └── RunbookError               a runbook action was refused (e.g. the plan changed)
+    ├── RunbookError               a runbook action was refused (e.g. the plan changed)
+    └── ConfigError                a setting is missing or malformed (the detail names it) -> CLI exit 2
 """
 
 from __future__ import annotations
@@ -71,3 +72,7 @@ class IncidentNotFound(StoreError):
 
 class RunbookError(CrashCartError):
     pass
+
+
+class ConfigError(CrashCartError):
+    """A setting is missing or malformed; the detail names the variable and what to set."""

@@ -292,6 +292,16 @@ class DocLLMStats(_Doc):
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cost_usd: float = 0.0
+    status: Literal["off", "ok", "partial", "unavailable"] = "off"
+    cached_calls: int = 0  # answered from the cache or a replay file, at no cost
+    failed_calls: int = 0
+    chunks: int = 0  # swarm chunks of log windows
+    chunks_scanned: int = 0  # chunks that got a valid answer (coverage)
+    chunks_skipped_budget: int = 0
+    model_findings: int = 0
+    answers_dropped: int = 0  # model answers that pointed at lines not shown or misquoted
+    reduced_by_model: bool = False
+    models: dict[str, str] = Field(default_factory=dict)
 
 
 class DocStats(_Doc):

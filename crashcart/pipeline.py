@@ -12,9 +12,10 @@ import hashlib
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from crashcart import prefix, runbooks
 from crashcart.bundle import SCANNED_KINDS, Bundle, open_bundle
@@ -32,6 +33,9 @@ from crashcart.store import Store
 from crashcart.telemetry import GpuSeries
 from crashcart.topology import attribute, infer_topology
 from crashcart.verify import Verified, verify
+
+if TYPE_CHECKING:
+    from crashcart.llm.engine import LlmEngine
 
 StageHook = Callable[[str], None]
 
@@ -71,20 +75,29 @@ async def diagnose(
     progress: Progress | None = None,
     on_stage: StageHook | None = None,
 ) -> Outcome:
-    """Diagnose one bundle with the offline engine; store the run when ``store`` is given."""
+    """Diagnose one bundle with ``settings.engine``; store the run when ``store`` is given."""
     t: dict[str, float] = {}
     start = time.perf_counter()
     with _stage("ingest", t, on_stage):
         bundle = await asyncio.to_thread(open_bundle, source, settings.work_dir, settings.bundle_limits)
+    llm = _open_llm(settings, store)
     try:
         with _stage("scan", t, on_stage):
             scanned = await asyncio.to_thread(scan, bundle, settings.scan, progress)
         with _stage("topology", t, on_stage):
             topo, findings, last = locate(bundle, scanned)
+        if llm is not None:
+            with _stage("swarm", t, on_stage):
+                findings = [*findings, *await llm.scan(bundle, findings, last, topo)]
         with _stage("group", t, on_stage):
             groups = group_findings(findings)
         with _stage("reduce", t, on_stage):
             diagnosis = reduce_offline(groups, findings, topo, last)
+            if llm is not None:
+                diagnosis = await llm.reduce(groups, findings, diagnosis, topo)
+                diagnosis = diagnosis.model_copy(
+                    update={"reasoning": [*llm.notes, *diagnosis.reasoning], "partial": llm.partial}
+                )
         with _stage("verify", t, on_stage):
             registry = evidence_registry(findings, last)
             verified = await asyncio.to_thread(verify, diagnosis, registry, bundle)
@@ -93,7 +106,7 @@ async def diagnose(
             facts = RunFacts(
                 incident_id=f"cc-{sha[:12]}",
                 job_id=job_id or (bundle.manifest.job_id if bundle.manifest else None),
-                engine="offline",
+                engine=settings.engine,
                 sha256=sha,
                 files=len(bundle.files),
                 bytes=sum(f.size for f in bundle.files),
@@ -105,6 +118,7 @@ async def diagnose(
                 unaligned=unaligned_clocks(bundle, findings),
                 matcher=scanned.matcher,
                 scheduler=bundle.manifest.scheduler if bundle.manifest else None,
+                llm=llm.stats() if llm is not None else None,
             )
             document = build_document(verified, topo, facts)
         citations = list(verified.citations.values())
@@ -120,9 +134,23 @@ async def diagnose(
                     citations=citations,
                 )
                 await asyncio.to_thread(runbooks.propose, store, incident_id, document.runbook)
+                if llm is not None:
+                    calls = [asdict(c) for c in llm.client.ledger.calls]
+                    await asyncio.to_thread(store.record_calls, incident_id, calls)
     finally:
         bundle.close()
+        if llm is not None:
+            await llm.close()
     return Outcome(document, verified, findings, groups, topo, citations, t, scanned.series)
+
+
+def _open_llm(settings: Settings, store: Store | None) -> LlmEngine | None:
+    """The LLM engine when chosen; imported only then, so the offline path never loads a model client."""
+    if settings.engine != "llm":
+        return None
+    from crashcart.llm.engine import LlmEngine
+
+    return LlmEngine.open(settings.llm, cache=store)
 
 
 def locate(bundle: Bundle, scanned: ScanResult) -> tuple[Topology, list[Finding], dict[int, RankLast]]:

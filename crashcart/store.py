@@ -12,7 +12,7 @@ import contextlib
 import json
 import sqlite3
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal, NamedTuple, TypeVar
@@ -326,10 +326,44 @@ def _v3_runbooks(db: Database) -> None:
         db.execute(statement)
 
 
+_V4_MODEL_CALLS = [
+    """CREATE TABLE model_calls (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        incident_id TEXT NOT NULL,
+        role TEXT NOT NULL,
+        model TEXT NOT NULL,
+        prompt_hash TEXT NOT NULL,
+        prompt_tokens INTEGER NOT NULL,
+        completion_tokens INTEGER NOT NULL,
+        latency_s REAL NOT NULL,
+        cost_usd REAL NOT NULL,
+        status TEXT NOT NULL,
+        attempts INTEGER NOT NULL,
+        error TEXT,
+        at TEXT NOT NULL
+    )""",
+    "CREATE INDEX idx_model_calls_incident ON model_calls (incident_id, seq)",
+    """CREATE TABLE llm_cache (
+        key TEXT PRIMARY KEY,
+        role TEXT NOT NULL,
+        model TEXT NOT NULL,
+        content TEXT NOT NULL,
+        created_at TEXT NOT NULL
+    )""",
+]
+
+
+def _v4_model_calls(db: Database) -> None:
+    """Every model call (role, model, prompt hash, tokens, latency, cost, status) and the answer cache."""
+    for statement in _V4_MODEL_CALLS:
+        db.execute(statement)
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", _v1_initial),
     Migration(2, "index list order and search lookups", _v2_indexes),
     Migration(3, "runbooks and the approvals audit trail", _v3_runbooks),
+    Migration(4, "model calls and the model answer cache", _v4_model_calls),
 )
 
 
@@ -743,6 +777,28 @@ class Store:
             if plan is None:
                 raise RunbookError(f"incident {resolved} has no proposed runbook", incident_id=resolved)
             return plan, _trail(db, resolved)
+
+    def record_calls(self, incident_id: str, calls: Sequence[Mapping[str, object]]) -> None:
+        """Append one run's model calls (role, model, prompt_hash, tokens, latency_s, cost_usd, status, …)."""
+        at = _stamp(self._clock())
+        with self._transaction("record model calls", write=True) as db:
+            db.table("model_calls").insert_all([{**c, "incident_id": incident_id, "at": at} for c in calls])
+
+    def model_calls(self, incident_id: str) -> builtins.list[dict[str, object]]:
+        with self._transaction("model calls", write=False) as db:
+            resolved = _resolve(db, incident_id)
+            return list(db.query("SELECT * FROM model_calls WHERE incident_id = ? ORDER BY seq", [resolved]))
+
+    def cache_get(self, key: str) -> str | None:
+        """A model answer stored under ``key`` (chunk content + model + prompt version + redaction policy)."""
+        with self._transaction("read the answer cache", write=False) as db:
+            rows = list(db.query("SELECT content FROM llm_cache WHERE key = ?", [key]))
+            return str(rows[0]["content"]) if rows else None
+
+    def cache_put(self, key: str, role: str, model: str, content: str) -> None:
+        row = {"key": key, "role": role, "model": model, "content": content, "created_at": _stamp(self._clock())}
+        with self._transaction("write the answer cache", write=True) as db:
+            db.table("llm_cache").upsert(row, pk="key")
 
     def _children(self, table: str, cls: type[_M], incident_id: str) -> builtins.list[_M]:
         with self._transaction(table, write=False) as db:

@@ -17,6 +17,7 @@ from crashcart.models import (
     DocContributing,
     DocCulprit,
     DocHypothesis,
+    DocLLMStats,
     DocRootCause,
     DocRunbook,
     DocStats,
@@ -46,6 +47,7 @@ class RunFacts:
     unaligned: list[str]
     matcher: str
     scheduler: str | None = None
+    llm: DocLLMStats | None = None
 
 
 def _cite(c: Citation) -> DocCitation:
@@ -137,6 +139,7 @@ def _document(v: Verified, topo: Topology, facts: RunFacts) -> DiagnosisDocument
                 skipped_files=facts.skipped,
                 unaligned_clocks=facts.unaligned,
                 matcher=facts.matcher,
+                llm=facts.llm or DocLLMStats(),
             ),
             "topology": {
                 str(r): {"node": i.node, "gpu": i.gpu, "local_rank": i.local_rank}

@@ -1,0 +1,125 @@
+"""``crashcart doctor``: is the model endpoint usable, do the configured model ids exist, does Slack answer.
+
+Each check is a row (name, ok/fail/skip, detail, what to fix). Nothing here prints a key or a token.
+"""
+
+from __future__ import annotations
+
+import base64
+import struct
+import zlib
+from dataclasses import dataclass
+
+import aiohttp
+import openai
+
+from crashcart.llm.client import CallFailed, ModelClient, Role
+from crashcart.llm.prompts import prompt_version
+from crashcart.llm.schemas import Ping
+from crashcart.settings import Settings
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    status: str  # "ok", "fail", "skip"
+    detail: str
+    fix: str = ""
+
+
+PING_SYSTEM = 'ROLE: doctor\nAnswer with the JSON object {"ok": true} and nothing else.'
+
+
+def tiny_png() -> bytes:
+    """A 2x2 grey PNG, written by hand so the check needs no image library."""
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+
+    raw = b"".join(b"\x00" + b"\x80\x80\x80" * 2 for _ in range(2))
+    header = struct.pack(">IIBBBBB", 2, 2, 8, 2, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b"")
+
+
+async def run_checks(settings: Settings) -> list[Check]:
+    llm = settings.llm.model_copy(update={"max_retries": 1, "cassette": None, "cassette_mode": "off"})
+    checks: list[Check] = []
+    if llm.api_key is None:
+        checks.append(Check("api key", "fail", "CRASHCART_LLM_API_KEY is not set", "set CRASHCART_LLM_API_KEY"))
+    else:
+        checks.append(Check("api key", "ok", "set (not shown)"))
+    client = ModelClient(llm, version=prompt_version())
+    try:
+        served = await _models(client, llm.base_url, checks)
+        roles: tuple[tuple[Role, str], ...] = (
+            ("swarm", llm.swarm_model),
+            ("reduce", llm.reduce_model),
+            ("vision", llm.vision_model),
+        )
+        for role, model in roles:
+            env = f"CRASHCART_{role.upper()}_MODEL"
+            if served is not None:
+                if model in served:
+                    checks.append(Check(f"{role} model", "ok", model))
+                else:
+                    near = ", ".join(m for m in sorted(served) if "nemotron" in m.lower())[:300] or "none"
+                    checks.append(
+                        Check(f"{role} model", "fail", f"{model} is not served", f"set {env}; Nemotron served: {near}")
+                    )
+            checks.append(await _ping(client, role, model, env))
+    finally:
+        await client.close()
+    checks.append(await _slack(settings))
+    return checks
+
+
+async def _models(client: ModelClient, base_url: str, checks: list[Check]) -> set[str] | None:
+    try:
+        page = await client._client.models.list()
+    except openai.AuthenticationError:
+        checks.append(Check("endpoint", "fail", f"{base_url} refused the key (401)", "check CRASHCART_LLM_API_KEY"))
+        return None
+    except (openai.APIConnectionError, openai.APIStatusError) as exc:
+        detail = f"{base_url}: {type(exc).__name__}"
+        checks.append(Check("endpoint", "fail", detail, "check CRASHCART_LLM_BASE_URL and the network"))
+        return None
+    ids = {m.id for m in page.data}
+    checks.append(Check("endpoint", "ok", f"{base_url} serves {len(ids)} models"))
+    return ids
+
+
+async def _ping(client: ModelClient, role: Role, model: str, env: str) -> Check:
+    if role == "vision":
+        url = "data:image/png;base64," + base64.b64encode(tiny_png()).decode()
+        user: str | list[dict[str, object]] = [
+            {"type": "text", "text": "A test image."},
+            {"type": "image_url", "image_url": {"url": url}},
+        ]
+    else:
+        user = "ping"
+    try:
+        await client.structured(role, model, PING_SYSTEM, user, Ping, max_tokens=32)
+    except CallFailed as exc:
+        needs = "JSON answers and images" if role == "vision" else "JSON answers"
+        return Check(f"{role} call", "fail", exc.reason, f"check that {env} is a model with {needs}")
+    return Check(f"{role} call", "ok", "structured answer validated")
+
+
+async def _slack(settings: Settings) -> Check:
+    token = settings.slack_bot_token
+    if token is None:
+        return Check("slack", "skip", "SLACK_BOT_TOKEN is not set")
+    url = settings.slack_api_url.rstrip("/") + "/auth.test"
+    headers = {"Authorization": f"Bearer {token.get_secret_value()}"}
+    try:
+        async with (
+            aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=15)) as http,
+            http.post(url, headers=headers) as resp,
+        ):
+            body = await resp.json(content_type=None)
+    except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
+        return Check("slack", "fail", f"auth.test: {type(exc).__name__}", "check CRASHCART_SLACK_API_URL")
+    if not isinstance(body, dict) or not body.get("ok"):
+        error = body.get("error") if isinstance(body, dict) else "no JSON"
+        return Check("slack", "fail", f"auth.test: {error}", "check SLACK_BOT_TOKEN")
+    return Check("slack", "ok", f"auth.test: team {body.get('team', '?')}, bot {body.get('user', '?')}")

@@ -1,0 +1,149 @@
+"""The reduce model writes the diagnosis from grouped findings and evidence ids, never raw logs.
+
+It sees each group's class, role, counts, ranks, nodes, times, masked (and redacted) template and
+evidence ids, plus the deterministic analysis as hints. Its answer is checked by code: class ids from
+the vocabulary only, evidence ids only from those it was shown, confidence capped when it departs from
+the deterministic analysis or rests on model findings alone. Symptoms, contributing factors and the
+timeline stay the deterministic ones; culprit fields are checked again by the verify stage.
+"""
+
+from __future__ import annotations
+
+from crashcart.clock import to_iso
+from crashcart.llm.client import ModelClient
+from crashcart.llm.prompts import classes_block, load_prompt
+from crashcart.llm.schemas import ReduceAnswer
+from crashcart.llm.windows import data_block
+from crashcart.models import Culprit, Diagnosis, Finding, Group, Hypothesis, TimelineEntry, Topology
+from crashcart.redact import redact_text
+
+MAX_GROUPS = 60
+MODEL_ONLY_CAP = 0.6  # a root resting on model findings alone
+DISAGREE_CAP = 0.6  # the model departs from the deterministic answer
+
+
+class ReduceRejected(Exception):
+    """The reduce model answered, but not with anything our rules accept."""
+
+
+def reduce_prompt(groups: list[Group], offline: Diagnosis, topo: Topology) -> tuple[str, str, set[str]]:
+    """(system, user, evidence ids shown)."""
+    shown: set[str] = set()
+    ordered = sorted(
+        groups, key=lambda g: (g.role == "context", g.severity == "info", g.first_time is None, g.first_time or 0)
+    )
+    rows: list[str] = []
+    for n, g in enumerate(ordered[:MAX_GROUPS], start=1):
+        ids = [e.id for e in g.evidence[:3]]
+        shown.update(ids)
+        rows.append(
+            f"G{n} class={g.class_id} role={g.role} severity={g.severity} count={g.count} "
+            f"ranks={_span(g.ranks)} nodes={','.join(g.nodes[:8]) or '-'} "
+            f"first={to_iso(g.first_time) or '-'} last={to_iso(g.last_time) or '-'} evidence={','.join(ids)}\n"
+            f"   template: {redact_text(g.template)[:300]}"
+        )
+    hints: list[str] = []
+    if offline.root_class != "unknown":
+        shown.update(offline.root_evidence)
+        hints.append(
+            f"HINT 1: class={offline.root_class} evidence={','.join(offline.root_evidence)} "
+            f"confidence={offline.confidence:.2f} summary={redact_text(offline.summary)}"
+        )
+    for h in offline.hypotheses[:4]:
+        shown.update(h.evidence_ids)
+        hints.append(
+            f"HINT {len(hints) + 1}: class={h.class_id} evidence={','.join(h.evidence_ids)} score={h.score:.2f}"
+        )
+    world = f"world_size={topo.world_size or len(topo.ranks) or '?'} nodes={','.join(topo.nodes[:24]) or '?'}"
+    user = data_block(f"TOPOLOGY: {world}\nGROUPS:\n" + "\n".join(rows) + "\n" + "\n".join(hints) + "\n")
+    return load_prompt("reduce") + "\n\n" + classes_block(), user, shown
+
+
+async def reduce_llm(
+    client: ModelClient,
+    model: str,
+    groups: list[Group],
+    findings: list[Finding],
+    offline: Diagnosis,
+    topo: Topology,
+) -> Diagnosis:
+    """The model's diagnosis, checked; raises CallFailed/BudgetExhausted/ReduceRejected for the fallback."""
+    system, user, shown = reduce_prompt(groups, offline, topo)
+    answer = await client.structured("reduce", model, system, user, ReduceAnswer)
+    return merge(answer, shown, findings, offline)
+
+
+def merge(answer: ReduceAnswer, shown: set[str], findings: list[Finding], offline: Diagnosis) -> Diagnosis:
+    by_ev = {ev.id: f for f in findings for ev in f.evidence}
+    cited = [i for i in dict.fromkeys(answer.root_evidence_ids) if i in shown and i in by_ev]
+    if answer.root_class != "unknown" and not cited:
+        raise ReduceRejected("the reduce model cited no evidence it was shown")
+    same = answer.root_class == offline.root_class
+    roots = [by_ev[i] for i in cited]
+    cap = 1.0 if same else DISAGREE_CAP
+    if roots and all(f.source == "llm" for f in roots):
+        cap = min(cap, MODEL_ONLY_CAP)
+    if same:
+        cap = min(cap, offline.confidence + 0.1)
+    confidence = round(min(answer.confidence, cap), 2)
+    base = offline.culprit if same else Culprit()
+    culprit = Culprit(
+        node=answer.culprit.node or base.node,
+        rank=answer.culprit.rank if answer.culprit.rank is not None else base.rank,
+        gpu=answer.culprit.gpu or base.gpu,
+    )
+    if same:  # keep the deterministic support lines (they tie rank, node and GPU together)
+        cited = list(dict.fromkeys([*cited, *offline.root_evidence]))
+    times = [f.time for f in roots if f.time is not None]
+    hypotheses = [Hypothesis(class_id=h.class_id, score=h.score, why_not=h.why_not) for h in answer.hypotheses]
+    if not same and offline.root_class != "unknown":
+        hypotheses.insert(
+            0,
+            Hypothesis(
+                class_id=offline.root_class,
+                score=offline.confidence,
+                why_not="the deterministic analysis chose this; the reduce model did not",
+                evidence_ids=offline.root_evidence,
+            ),
+        )
+    root_ids = set(cited)
+    timeline = [t for t in offline.timeline if t.evidence_id not in root_ids]
+    timeline += [
+        TimelineEntry(time=f.time, evidence_id=f.evidence[0].id, role="root_candidate", class_id=f.class_id)
+        for f in roots
+    ]
+    timeline.sort(key=lambda t: (t.time is None, t.time.isoformat() if t.time else ""))
+    reasoning = [f"reduce model: {r.strip()[:300]}" for r in answer.reasoning if r.strip()]
+    if not same:
+        reasoning.append(f"the deterministic analysis answered {offline.root_class}; confidence capped at {cap:.2f}")
+    return Diagnosis(
+        root_class=answer.root_class,
+        summary=answer.summary.strip(),
+        culprit=culprit,
+        time=min(times) if times else (offline.time if same else None),
+        confidence=confidence,
+        root_evidence=cited,
+        contributing=[c for c in offline.contributing if not root_ids & set(c.evidence_ids)],
+        symptoms=[c for c in offline.symptoms if not root_ids & set(c.evidence_ids)],
+        hypotheses=hypotheses[:8],
+        timeline=timeline,
+        reasoning=[*reasoning, *offline.reasoning][:12],
+    )
+
+
+def _span(ranks: list[int]) -> str:
+    """[0,1,2,3,7] -> 0-3,7 (at most 12 runs)."""
+    runs: list[str] = []
+    start = prev = None
+    for r in sorted(set(ranks)):
+        if start is None:
+            start = prev = r
+        elif prev is not None and r == prev + 1:
+            prev = r
+        else:
+            runs.append(f"{start}-{prev}" if start != prev else f"{start}")
+            start = prev = r
+    if start is not None:
+        runs.append(f"{start}-{prev}" if start != prev else f"{start}")
+    more = f",+{len(runs) - 12} runs" if len(runs) > 12 else ""
+    return (",".join(runs[:12]) + more) or "-"

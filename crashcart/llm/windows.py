@@ -1,0 +1,139 @@
+"""What the swarm model is shown: windows of log lines, never the whole bundle.
+
+Windows open around rule hits and generic error lines (tracebacks, ERROR/FATAL, signals) and over each
+rank's last lines. Windows whose lines have the same masked templates are one window: one exemplar
+plus "seen on 511 ranks", so the text sent grows with the number of distinct templates, not with the
+number of ranks. Every line is redacted before it is shown, and shown as ``FILE:LINE| TEXT``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+
+from crashcart import prefix
+from crashcart.bundle import Bundle
+from crashcart.causal import RankLast
+from crashcart.mask import template
+from crashcart.models import Finding
+from crashcart.redact import redact_text
+
+BEFORE, AFTER = 2, 2  # lines of context around a hit
+TAIL = 6  # a rank's last lines
+MAX_WINDOW_LINES = 40
+MAX_WINDOWS_PER_FILE = 24
+CHUNK_CHARS = 24_000  # about 6k tokens of data per swarm call
+_SEVERITY = {"P0": 0, "P1": 1, "P2": 2, "P3": 3, "info": 4}
+
+
+@dataclass
+class Window:
+    """Lines ``start``.. of ``file`` (real text), and the other places where the same lines were printed."""
+
+    file: str
+    start: int
+    lines: list[str]
+    priority: int
+    rank: int | None
+    members: list[tuple[str, int, list[str], int | None]] = field(default_factory=list)  # file, start, lines, rank
+
+    @property
+    def seen_on(self) -> int:
+        ranks = {r for _, _, _, r in self.members if r is not None}
+        return len(ranks) if ranks else len({f for f, _, _, _ in self.members})
+
+
+@dataclass
+class Chunk:
+    windows: list[Window]
+    text: str  # the data block as sent
+    shown: dict[tuple[str, int], tuple[Window, int]]  # (file, line) -> window and offset in it
+    redacted: dict[tuple[str, int], str]  # the shown (redacted) text of each line
+
+
+def build_windows(bundle: Bundle, findings: list[Finding], last: dict[int, RankLast]) -> list[Window]:
+    """Distinct windows, most severe first; each carries every place it was seen."""
+    spans: dict[str, list[tuple[int, int, int]]] = {}
+    for f in findings:
+        if f.role == "context" and f.severity == "info":
+            continue
+        ev = f.evidence[0]
+        end = (ev.end_line or ev.line) + AFTER
+        spans.setdefault(ev.file, []).append((max(1, ev.line - BEFORE), end, _SEVERITY.get(f.severity, 4)))
+    for rl in last.values():
+        if rl.evidence is not None:
+            n = rl.evidence.line
+            spans.setdefault(rl.evidence.file, []).append((max(1, n - TAIL + 1), n, 5))
+    distinct: dict[tuple[str, ...], Window] = {}
+    for path, ranges in spans.items():
+        bf = bundle.file(path)
+        for a, b, prio in _merge(ranges)[:MAX_WINDOWS_PER_FILE]:
+            lines = bundle.read_lines(path, a, min(b, a + MAX_WINDOW_LINES - 1))
+            if not lines:
+                continue
+            rank = bf.rank if bf is not None and bf.rank is not None else prefix.view(lines[0]).rank
+            key = tuple(template(t) for t in lines)
+            w = distinct.get(key)
+            if w is None:
+                w = distinct[key] = Window(path, a, lines, prio, rank)
+            w.priority = min(w.priority, prio)
+            w.members.append((path, a, lines, rank))
+    return sorted(distinct.values(), key=lambda w: (w.priority, w.file, w.start))
+
+
+def _merge(ranges: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
+    out: list[tuple[int, int, int]] = []
+    for a, b, p in sorted(ranges):
+        if out and a <= out[-1][1] + 1 and b - out[-1][0] < MAX_WINDOW_LINES:
+            pa, pb, pp = out[-1]
+            out[-1] = (pa, max(pb, b), min(pp, p))
+        else:
+            out.append((a, b, p))
+    return sorted(out, key=lambda r: (r[2], r[0]))
+
+
+def chunk_windows(windows: list[Window], limit: int = CHUNK_CHARS) -> list[Chunk]:
+    """Pack windows into data blocks of about ``limit`` characters (a window is never split)."""
+    chunks: list[Chunk] = []
+    parts: list[str] = []
+    current: list[Window] = []
+    shown: dict[tuple[str, int], tuple[Window, int]] = {}
+    redacted: dict[tuple[str, int], str] = {}
+    size = 0
+    for w in windows:
+        block, lines = _render(w)
+        if current and size + len(block) > limit:
+            chunks.append(_close(current, parts, shown, redacted))
+            current, parts, shown, redacted, size = [], [], {}, {}, 0
+        current.append(w)
+        parts.append(block)
+        size += len(block)
+        for i, text in enumerate(lines):
+            shown[(w.file, w.start + i)] = (w, i)
+            redacted[(w.file, w.start + i)] = text
+    if current:
+        chunks.append(_close(current, parts, shown, redacted))
+    return chunks
+
+
+def _render(w: Window) -> tuple[str, list[str]]:
+    seen = w.seen_on
+    head = f"--- {w.file} (seen on {seen} ranks; this exemplar is one of them) ---" if seen > 1 else f"--- {w.file} ---"
+    lines = [redact_text(t) for t in w.lines]
+    body = "\n".join(f"{w.file}:{w.start + i}| {t}" for i, t in enumerate(lines))
+    return f"{head}\n{body}\n", lines
+
+
+def _close(
+    windows: list[Window],
+    parts: list[str],
+    shown: dict[tuple[str, int], tuple[Window, int]],
+    redacted: dict[tuple[str, int], str],
+) -> Chunk:
+    return Chunk(list(windows), data_block("".join(parts)), dict(shown), dict(redacted))
+
+
+def data_block(text: str) -> str:
+    """Log text inside markers a log line cannot forge (the nonce hashes the text it encloses)."""
+    nonce = hashlib.sha256(text.encode()).hexdigest()[:12]
+    return f"<<<DATA {nonce}\n{text}DATA {nonce}>>>"
