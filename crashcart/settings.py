@@ -132,6 +132,7 @@ class Settings(BaseSettings):
     reduce_model: str = DEFAULT_REDUCE_MODEL
     vision_model: str = DEFAULT_VISION_MODEL
     llm_timeout_s: float = Field(default=60.0, gt=0)
+    llm_max_retries: int = Field(default=4, ge=0)
     llm_max_concurrency: int = Field(default=8, ge=1)
     llm_token_budget: int = Field(default=400_000, ge=0)
     llm_cost_budget_usd: float = Field(default=2.0, ge=0)
@@ -174,6 +175,7 @@ class Settings(BaseSettings):
             reduce_model=self.reduce_model,
             vision_model=self.vision_model,
             timeout_s=self.llm_timeout_s,
+            max_retries=self.llm_max_retries,
             max_concurrency=self.llm_max_concurrency,
             token_budget=self.llm_token_budget,
             cost_budget_usd=self.llm_cost_budget_usd,
