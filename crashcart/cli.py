@@ -77,6 +77,11 @@ def _parser() -> argparse.ArgumentParser:
     sy.add_argument("--nodes", type=int, default=2)
     sy.add_argument("--seed", type=int, default=0)
     sy.add_argument("--layout", default=None)
+    bt = sub.add_parser("bot", help="run the Slack bot (Socket Mode, or HTTP with /slack/events and /healthz)")
+    bt_mode = bt.add_mutually_exclusive_group()
+    bt_mode.add_argument("--socket", action="store_true", help="Socket Mode (SLACK_APP_TOKEN; the default)")
+    bt_mode.add_argument("--http", action="store_true", help="HTTP mode (SLACK_SIGNING_SECRET)")
+    bt.add_argument("--port", type=int, default=3000, help="HTTP port (with --http)")
     return p
 
 
@@ -138,6 +143,10 @@ def _run(args: argparse.Namespace, settings: Settings, err: Console) -> int:
         _check_llm(settings)
     if args.command == "eval":
         return _eval(args, settings, err)
+    if args.command == "bot":
+        from bot.main import run as run_bot  # lazily: the core never imports Slack code
+
+        return run_bot(settings, "http" if args.http else "socket", args.port)
     from crashcart.store import Store
 
     store = Store(settings.store)
@@ -274,6 +283,10 @@ def _eval(args: argparse.Namespace, settings: Settings, err: Console) -> int:
             f"{s['culprit_accuracy']:.0%}, root-cause line hit {s['line_hit_rate']:.0%}, citations valid "
             f"{s['citation_validity']:.0%}"
         )
+        if settings.engine == "llm":
+            llm = s["llm"]
+            states = ", ".join(f"{k} {v}" for k, v in sorted(llm["status"].items()))
+            console.print(f"models: {llm['calls']} calls, {llm['tokens']:,} tokens, ${llm['cost_usd']:.4f}; {states}")
         for c in s["confusion"]:
             console.print(f"  confused {c['expected']} -> {c['got']} ({c['count']})")
         for r in results:

@@ -36,6 +36,10 @@ class CaseResult:
     culprit: str = ""
     error: str | None = None
     notes: list[str] = field(default_factory=list)
+    llm_calls: int = 0
+    llm_tokens: int = 0
+    llm_cost_usd: float = 0.0
+    llm_status: str = "off"
 
     @property
     def passed(self) -> bool:
@@ -133,7 +137,11 @@ def run_eval(cases: list[Path], settings: Settings) -> list[CaseResult]:
         labels = json.loads(labels_of(case).read_text())
         start = time.perf_counter()
         outcome = asyncio.run(diagnose(case, settings))
-        results.append(score_case(case.name, outcome.document, labels, time.perf_counter() - start))
+        result = score_case(case.name, outcome.document, labels, time.perf_counter() - start)
+        llm = outcome.document.stats.llm
+        result.llm_calls, result.llm_status = llm.calls, llm.status
+        result.llm_tokens, result.llm_cost_usd = llm.prompt_tokens + llm.completion_tokens, llm.cost_usd
+        results.append(result)
     return results
 
 
@@ -148,6 +156,12 @@ def summary(results: list[CaseResult]) -> dict[str, Any]:
         "line_hit_rate": round(sum(r.line_hit for r in results) / n, 4),
         "citation_validity": round(sum(r.citations_ok for r in results) / n, 4),
         "confusion": [{"expected": e, "got": g, "count": c} for (e, g), c in sorted(confusion.items())],
+        "llm": {
+            "calls": sum(r.llm_calls for r in results),
+            "tokens": sum(r.llm_tokens for r in results),
+            "cost_usd": round(sum(r.llm_cost_usd for r in results), 6),
+            "status": dict(Counter(r.llm_status for r in results)),
+        },
     }
 
 

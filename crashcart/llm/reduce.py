@@ -49,11 +49,9 @@ def reduce_prompt(groups: list[Group], offline: Diagnosis, topo: Topology) -> tu
             f"HINT 1: class={offline.root_class} evidence={','.join(offline.root_evidence)} "
             f"confidence={offline.confidence:.2f} summary={redact_text(offline.summary)}"
         )
-    for h in offline.hypotheses[:4]:
+    for n, h in enumerate(offline.hypotheses[:4], start=1):
         shown.update(h.evidence_ids)
-        hints.append(
-            f"HINT {len(hints) + 1}: class={h.class_id} evidence={','.join(h.evidence_ids)} score={h.score:.2f}"
-        )
+        hints.append(f"ALTERNATIVE {n}: class={h.class_id} evidence={','.join(h.evidence_ids)} score={h.score:.2f}")
     world = f"world_size={topo.world_size or len(topo.ranks) or '?'} nodes={','.join(topo.nodes[:24]) or '?'}"
     user = data_block(f"TOPOLOGY: {world}\nGROUPS:\n" + "\n".join(rows) + "\n" + "\n".join(hints) + "\n")
     return load_prompt("reduce") + "\n\n" + classes_block(), user, shown

@@ -50,6 +50,28 @@ class RunFacts:
     llm: DocLLMStats | None = None
 
 
+def llm_summary(llm: DocLLMStats) -> str | None:
+    """One line on what the models did: calls, tokens, cost, coverage, and what went wrong."""
+    if llm.status == "off":
+        return None
+    parts = [
+        f"models: {llm.calls} call(s), {llm.prompt_tokens + llm.completion_tokens:,} tokens, ${llm.cost_usd:.4f}",
+        f"{llm.cached_calls} from cache",
+        f"swarm read {llm.chunks_scanned} of {llm.chunks} chunk(s)",
+        f"{llm.model_findings} model finding(s)",
+    ]
+    if llm.answers_dropped:
+        parts.append(f"{llm.answers_dropped} answer(s) dropped (not shown to the model or misquoted)")
+    if llm.chunks_skipped_budget:
+        parts.append(f"{llm.chunks_skipped_budget} chunk(s) skipped: budget reached")
+    verdict = {
+        "ok": "diagnosis written by the reduce model" if llm.reduced_by_model else "deterministic diagnosis kept",
+        "partial": "PARTIAL" + ("" if llm.reduced_by_model else "; deterministic diagnosis kept"),
+        "unavailable": "MODEL UNAVAILABLE: the deterministic engine answered",
+    }[llm.status]
+    return "; ".join([*parts, verdict])
+
+
 def _cite(c: Citation) -> DocCitation:
     return DocCitation(file=c.file, line=c.line, end_line=c.end_line, text=c.text, verified=c.verified, status=c.status)
 

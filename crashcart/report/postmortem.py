@@ -13,6 +13,7 @@ from datetime import datetime, timedelta
 
 from crashcart.clock import from_iso
 from crashcart.models import DiagnosisDocument, DocCitation, DocRunbook
+from crashcart.report.document import llm_summary
 from crashcart.scan.catalogue import load_catalogue
 
 TEAM = "*To be filled in by the team.*"
@@ -279,8 +280,9 @@ def _coverage(doc: DiagnosisDocument) -> list[str]:
         f"({doc.engine} engine); {st.findings:,} findings in {st.groups} groups.",
         f"- Citations dropped by verification: {st.citations_dropped}.",
     ]
-    if st.llm.calls:
-        lines.append(f"- Model calls: {st.llm.calls} ({st.llm.prompt_tokens + st.llm.completion_tokens:,} tokens).")
+    models = llm_summary(st.llm)
+    if models:
+        lines.append(f"- {_plain(models[0].upper() + models[1:])}.")
     if doc.partial:
         lines.append("- **Partial analysis**: a limit was reached before every source was read.")
     lines.append(f"- Skipped files: {len(st.skipped_files) or 'none'}")

@@ -13,6 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from crashcart.models import DiagnosisDocument, DocCitation
+from crashcart.report.document import llm_summary
 
 MAX_QUOTE = 220
 
@@ -97,6 +98,9 @@ def render(doc: DiagnosisDocument, console: Console) -> None:
         f"({st.matcher}); {st.findings} findings in {st.groups} groups"
     )
     console.print(Text(cov, style="dim"))
+    models = llm_summary(st.llm)
+    if models:
+        console.print(Text(models, style="yellow" if st.llm.status != "ok" else "dim"))
     if st.citations_dropped:
         console.print(
             Text(
