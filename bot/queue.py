@@ -1,0 +1,210 @@
+"""Durable job queue and dedupe tables, in the store's SQLite file (tables prefixed ``bot_``).
+
+A job is one analysis asked for in Slack: an uploaded bundle or a job id. Each step that posts to
+Slack records what it posted (``status_ts``, ``diagnosis_ts``, ``files_done``, ``runbook_ts``), so a
+bot restarted mid-job resumes without posting twice. Sync (sqlite3, WAL); async callers use a thread.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+import threading
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, fields
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any, Literal
+
+JobKind = Literal["upload", "job"]
+JobState = Literal["queued", "running", "done", "failed", "ignored"]
+PENDING: tuple[JobState, ...] = ("queued", "running")
+EVENT_TTL = timedelta(days=2)  # Slack retries arrive within minutes; keep event ids well past that
+
+_SCHEMA = (
+    """CREATE TABLE IF NOT EXISTS bot_jobs (
+        id TEXT PRIMARY KEY,
+        dedupe_key TEXT NOT NULL UNIQUE,
+        kind TEXT NOT NULL,
+        channel TEXT NOT NULL,
+        thread_ts TEXT,
+        user TEXT,
+        source TEXT NOT NULL,
+        name TEXT,
+        size INTEGER,
+        state TEXT NOT NULL,
+        attempts INTEGER NOT NULL DEFAULT 0,
+        status_ts TEXT,
+        diagnosis_ts TEXT,
+        files_done INTEGER NOT NULL DEFAULT 0,
+        runbook_ts TEXT,
+        incident_id TEXT,
+        error TEXT,
+        created_at TEXT NOT NULL,
+        updated_at TEXT NOT NULL
+    )""",
+    "CREATE INDEX IF NOT EXISTS bot_jobs_state ON bot_jobs (state, created_at)",
+    "CREATE TABLE IF NOT EXISTS bot_events (event_id TEXT PRIMARY KEY, seen_at TEXT NOT NULL)",
+)
+
+
+@dataclass(frozen=True)
+class Job:
+    """One row of ``bot_jobs``. ``thread_ts`` is None for a slash command: the status message starts the thread."""
+
+    id: str
+    dedupe_key: str
+    kind: JobKind
+    channel: str
+    thread_ts: str | None
+    user: str | None
+    source: str  # the Slack file id (upload) or the scheduler's job id (job)
+    name: str | None
+    size: int | None
+    state: JobState
+    attempts: int
+    status_ts: str | None
+    diagnosis_ts: str | None
+    files_done: bool
+    runbook_ts: str | None
+    incident_id: str | None
+    error: str | None
+    created_at: str
+    updated_at: str
+
+    @property
+    def thread(self) -> str | None:
+        """Where replies go: the upload's thread, or the status message a command started."""
+        return self.thread_ts or self.status_ts
+
+
+_COLUMNS = tuple(f.name for f in fields(Job))
+_MUTABLE = frozenset(_COLUMNS) - {"id", "dedupe_key", "kind", "channel", "source", "created_at"}
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="microseconds")
+
+
+def _row(row: sqlite3.Row) -> Job:
+    data: dict[str, Any] = {k: row[k] for k in _COLUMNS}
+    data["files_done"] = bool(data["files_done"])
+    return Job(**data)
+
+
+class JobQueue:
+    """Jobs and seen event ids. Thread-safe: one lock around one connection."""
+
+    def __init__(self, db_path: Path, *, busy_timeout_ms: int = 5_000) -> None:
+        db_path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.RLock()
+        self._conn = sqlite3.connect(
+            db_path, timeout=busy_timeout_ms / 1000, check_same_thread=False, isolation_level=None
+        )
+        self._conn.row_factory = sqlite3.Row
+        self._conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+        self._conn.execute("PRAGMA journal_mode = WAL")
+        with self._write() as conn:
+            for statement in _SCHEMA:
+                conn.execute(statement)
+
+    def close(self) -> None:
+        with self._lock, contextlib.suppress(sqlite3.Error):
+            self._conn.close()
+
+    @contextlib.contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._conn
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+            self._conn.execute("COMMIT")
+
+    def enqueue(
+        self,
+        *,
+        dedupe_key: str,
+        kind: JobKind,
+        channel: str,
+        thread_ts: str | None,
+        user: str | None,
+        source: str,
+        name: str | None = None,
+        size: int | None = None,
+        event_id: str | None = None,
+    ) -> Job | None:
+        """Record a new job, or return None when this event or this dedupe key was seen before.
+
+        The event id and the job are written in one transaction, so a delivery that failed before
+        it was recorded is still handled by Slack's retry, and a recorded one never runs twice.
+        """
+        now = _now()
+        with self._write() as conn:
+            if event_id is not None:
+                cur = conn.execute(
+                    "INSERT OR IGNORE INTO bot_events (event_id, seen_at) VALUES (?, ?)", (event_id, now)
+                )
+                if cur.rowcount == 0:
+                    return None
+                cutoff = (datetime.now(UTC) - EVENT_TTL).isoformat(timespec="microseconds")
+                conn.execute("DELETE FROM bot_events WHERE seen_at < ?", (cutoff,))
+            job_id = f"bj-{uuid.uuid4().hex[:12]}"
+            cur = conn.execute(
+                "INSERT OR IGNORE INTO bot_jobs (id, dedupe_key, kind, channel, thread_ts, user, source, name,"
+                " size, state, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'queued', ?, ?)",
+                (job_id, dedupe_key, kind, channel, thread_ts, user, source, name, size, now, now),
+            )
+            if cur.rowcount == 0:
+                return None
+            return _row(conn.execute("SELECT * FROM bot_jobs WHERE id = ?", (job_id,)).fetchone())
+
+    def seen(self, event_id: str) -> bool:
+        """Mark an event id as handled; True when it had been handled before."""
+        with self._write() as conn:
+            cur = conn.execute("INSERT OR IGNORE INTO bot_events (event_id, seen_at) VALUES (?, ?)", (event_id, _now()))
+            return cur.rowcount == 0
+
+    def get(self, job_id: str) -> Job:
+        with self._lock:
+            row = self._conn.execute("SELECT * FROM bot_jobs WHERE id = ?", (job_id,)).fetchone()
+        if row is None:
+            raise KeyError(job_id)
+        return _row(row)
+
+    def pending(self) -> list[Job]:
+        """Jobs that were queued or running when the bot last stopped, oldest first."""
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT * FROM bot_jobs WHERE state IN ('queued', 'running') ORDER BY created_at, id"
+            ).fetchall()
+        return [_row(r) for r in rows]
+
+    def jobs(self) -> list[Job]:
+        with self._lock:
+            rows = self._conn.execute("SELECT * FROM bot_jobs ORDER BY created_at, id").fetchall()
+        return [_row(r) for r in rows]
+
+    def update(self, job_id: str, **changes: str | int | bool | None) -> Job:
+        """Set columns of one job (only the mutable ones) and return it."""
+        bad = set(changes) - _MUTABLE
+        if bad:
+            raise ValueError(f"not updatable: {sorted(bad)}")
+        values = {k: int(v) if isinstance(v, bool) else v for k, v in changes.items()}
+        values["updated_at"] = _now()
+        assignments = ", ".join(f"{k} = ?" for k in values)
+        with self._write() as conn:
+            conn.execute(f"UPDATE bot_jobs SET {assignments} WHERE id = ?", (*values.values(), job_id))
+        return self.get(job_id)
+
+    def start(self, job_id: str) -> Job:
+        """Mark a job running and count the attempt."""
+        with self._write() as conn:
+            conn.execute(
+                "UPDATE bot_jobs SET state = 'running', attempts = attempts + 1, updated_at = ? WHERE id = ?",
+                (_now(), job_id),
+            )
+        return self.get(job_id)
