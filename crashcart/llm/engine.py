@@ -16,7 +16,7 @@ from crashcart.llm.prompts import prompt_version
 from crashcart.llm.reduce import ReduceRejected, reduce_llm
 from crashcart.llm.swarm import SwarmResult, run_swarm
 from crashcart.llm.vision import VisionResult, read_dashboards
-from crashcart.llm.windows import build_windows, chunk_windows
+from crashcart.llm.windows import build_windows, chunk_windows, occurrences
 from crashcart.models import Diagnosis, DocLLMStats, Finding, Group, Topology
 from crashcart.redact import POLICY_VERSION
 from crashcart.settings import LlmSettings
@@ -44,8 +44,10 @@ class LlmEngine:
         self, bundle: Bundle, findings: list[Finding], last: dict[int, RankLast], topo: Topology
     ) -> list[Finding]:
         """Model findings to add to the rule findings (attributed to rank/node/GPU like them)."""
-        chunks = chunk_windows(build_windows(bundle, findings, last))
-        self.swarm = await run_swarm(self.client, self.settings.swarm_model, bundle, chunks, findings)
+        windows = build_windows(bundle, findings, last)
+        chunks = chunk_windows(windows)
+        model = self.settings.swarm_model
+        self.swarm = await run_swarm(self.client, model, bundle, chunks, occurrences(windows), findings)
         s = self.swarm
         if s.failures:
             self.notes.append(f"swarm: {len(s.failures)} of {s.chunks} chunks got no usable answer ({s.failures[0]})")

@@ -17,7 +17,7 @@ from crashcart.clock import parse_time
 from crashcart.llm.client import BudgetExhausted, CallFailed, ModelClient
 from crashcart.llm.prompts import classes_block, load_prompt
 from crashcart.llm.schemas import SwarmAnswer, SwarmFinding
-from crashcart.llm.windows import Chunk, Window
+from crashcart.llm.windows import Chunk, Occurrences
 from crashcart.models import Evidence, Finding
 from crashcart.scan.findings import clock_context
 
@@ -37,7 +37,12 @@ class SwarmResult:
 
 
 async def run_swarm(
-    client: ModelClient, model: str, bundle: Bundle, chunks: list[Chunk], rule_findings: list[Finding]
+    client: ModelClient,
+    model: str,
+    bundle: Bundle,
+    chunks: list[Chunk],
+    seen: Occurrences,
+    rule_findings: list[Finding],
 ) -> SwarmResult:
     result = SwarmResult(chunks=len(chunks))
     system = load_prompt("swarm") + "\n\n" + classes_block()
@@ -55,21 +60,19 @@ async def run_swarm(
             continue
         result.scanned += 1
         for item in answer.findings:
-            place = _check(item, chunk)
-            if place is None:
+            key = _check(item, chunk)
+            if key is None:
                 result.dropped += 1
                 continue
-            window, offset = place
-            for path, start, lines, rank in window.members:
-                where = (path, start + offset)
+            for path, line, text, rank in seen.get(key, []):
+                where = (path, line)
                 if where in made:
                     continue
                 made.add(where)
                 if where in known:
                     result.agreed += 1
                     continue
-                text = lines[offset]
-                ev = Evidence(id=f"M{next(ids):05d}", file=path, line=start + offset, text=text)
+                ev = Evidence(id=f"M{next(ids):05d}", file=path, line=line, text=text)
                 result.findings.append(_finding(bundle, item, ev, rank))
     return result
 
@@ -83,7 +86,8 @@ async def _ask(
         return exc
 
 
-def _check(item: SwarmFinding, chunk: Chunk) -> tuple[Window, int] | None:
+def _check(item: SwarmFinding, chunk: Chunk) -> str | None:
+    """The template of the answered line when it was shown and is quoted faithfully, else None."""
     key = (item.file.strip(), item.line)
     shown = chunk.redacted.get(key)
     if shown is None:

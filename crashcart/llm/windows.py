@@ -2,8 +2,11 @@
 
 Windows open around rule hits and generic error lines (tracebacks, ERROR/FATAL, signals) and over each
 rank's last lines. Windows whose lines have the same masked templates are one window: one exemplar
-plus "seen on 511 ranks", so the text sent grows with the number of distinct templates, not with the
-number of ranks. Every line is redacted before it is shown, and shown as ``FILE:LINE| TEXT``.
+plus "seen on 511 ranks"; and a line whose template was already shown in an earlier window is folded
+into a count, so the text sent grows with the number of distinct templates, not with the number of
+ranks. Every line is redacted before it is shown, and shown as ``FILE:LINE| TEXT``. ``occurrences``
+maps each template to every place it was read, so an answer on one exemplar line becomes evidence on
+every rank that printed it.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ class Window:
     file: str
     start: int
     lines: list[str]
+    keys: tuple[str, ...]  # the template of each line
     priority: int
     rank: int | None
     members: list[tuple[str, int, list[str], int | None]] = field(default_factory=list)  # file, start, lines, rank
@@ -45,9 +49,8 @@ class Window:
 
 @dataclass
 class Chunk:
-    windows: list[Window]
     text: str  # the data block as sent
-    shown: dict[tuple[str, int], tuple[Window, int]]  # (file, line) -> window and offset in it
+    shown: dict[tuple[str, int], str]  # (file, line) -> its template, for every line shown
     redacted: dict[tuple[str, int], str]  # the shown (redacted) text of each line
 
 
@@ -75,7 +78,7 @@ def build_windows(bundle: Bundle, findings: list[Finding], last: dict[int, RankL
             key = tuple(template(t) for t in lines)
             w = distinct.get(key)
             if w is None:
-                w = distinct[key] = Window(path, a, lines, prio, rank)
+                w = distinct[key] = Window(path, a, lines, key, prio, rank)
             w.priority = min(w.priority, prio)
             w.members.append((path, a, lines, rank))
     return sorted(distinct.values(), key=lambda w: (w.priority, w.file, w.start))
@@ -92,45 +95,65 @@ def _merge(ranges: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
     return sorted(out, key=lambda r: (r[2], r[0]))
 
 
-def chunk_windows(windows: list[Window], limit: int = CHUNK_CHARS) -> list[Chunk]:
-    """Pack windows into data blocks of about ``limit`` characters (a window is never split)."""
-    chunks: list[Chunk] = []
-    parts: list[str] = []
-    current: list[Window] = []
-    shown: dict[tuple[str, int], tuple[Window, int]] = {}
-    redacted: dict[tuple[str, int], str] = {}
-    size = 0
+Occurrences = dict[str, list[tuple[str, int, str, int | None]]]  # template -> (file, line, text, rank)
+
+
+def occurrences(windows: list[Window]) -> Occurrences:
+    out: Occurrences = {}
     for w in windows:
-        block, lines = _render(w)
-        if current and size + len(block) > limit:
-            chunks.append(_close(current, parts, shown, redacted))
-            current, parts, shown, redacted, size = [], [], {}, {}, 0
-        current.append(w)
+        for path, start, lines, rank in w.members:
+            for i, (key, text) in enumerate(zip(w.keys, lines, strict=False)):
+                out.setdefault(key, []).append((path, start + i, text, rank))
+    return out
+
+
+def chunk_windows(windows: list[Window], limit: int = CHUNK_CHARS) -> list[Chunk]:
+    """Pack windows into data blocks of about ``limit`` characters (a window is never split); lines whose
+    template an earlier window already showed are folded, and a window with nothing new is left out."""
+    chunks: list[Chunk] = []
+    seen: set[str] = set()
+    parts: list[str] = []
+    shown: dict[tuple[str, int], str] = {}
+    redacted: dict[tuple[str, int], str] = {}
+    for w in windows:
+        new = [i for i, k in enumerate(w.keys) if k not in seen and k]
+        if not new:
+            continue
+        block, lines = _render(w, set(new))
+        if parts and sum(map(len, parts)) + len(block) > limit:
+            chunks.append(Chunk(data_block("".join(parts)), shown, redacted))
+            parts, shown, redacted = [], {}, {}
         parts.append(block)
-        size += len(block)
-        for i, text in enumerate(lines):
-            shown[(w.file, w.start + i)] = (w, i)
-            redacted[(w.file, w.start + i)] = text
-    if current:
-        chunks.append(_close(current, parts, shown, redacted))
+        for i in new:
+            seen.add(w.keys[i])
+            shown[(w.file, w.start + i)] = w.keys[i]
+            redacted[(w.file, w.start + i)] = lines[i]
+    if parts:
+        chunks.append(Chunk(data_block("".join(parts)), shown, redacted))
     return chunks
 
 
-def _render(w: Window) -> tuple[str, list[str]]:
-    seen = w.seen_on
-    head = f"--- {w.file} (seen on {seen} ranks; this exemplar is one of them) ---" if seen > 1 else f"--- {w.file} ---"
-    lines = [redact_text(t) for t in w.lines]
-    body = "\n".join(f"{w.file}:{w.start + i}| {t}" for i, t in enumerate(lines))
-    return f"{head}\n{body}\n", lines
-
-
-def _close(
-    windows: list[Window],
-    parts: list[str],
-    shown: dict[tuple[str, int], tuple[Window, int]],
-    redacted: dict[tuple[str, int], str],
-) -> Chunk:
-    return Chunk(list(windows), data_block("".join(parts)), dict(shown), dict(redacted))
+def _render(w: Window, new: set[int]) -> tuple[str, dict[int, str]]:
+    seen_on = w.seen_on
+    head = (
+        f"--- {w.file} (seen on {seen_on} ranks; this exemplar is one of them) ---"
+        if seen_on > 1
+        else f"--- {w.file} ---"
+    )
+    lines = {i: redact_text(w.lines[i]) for i in new}
+    out: list[str] = [head]
+    folded = 0
+    for i in range(len(w.lines)):
+        if i in lines:
+            if folded:
+                out.append(f"    ({folded} line(s) like ones shown above)")
+                folded = 0
+            out.append(f"{w.file}:{w.start + i}| {lines[i]}")
+        else:
+            folded += 1
+    if folded:
+        out.append(f"    ({folded} line(s) like ones shown above)")
+    return "\n".join(out) + "\n", lines
 
 
 def data_block(text: str) -> str:
