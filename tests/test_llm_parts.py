@@ -153,3 +153,17 @@ def test_doctor_cli_prints_a_table_and_fails_without_an_endpoint(
     out = capsys.readouterr().out
     assert "CRASHCART_LLM_API_KEY is not set" in out and "endpoint" in out and "fail" in out
     assert "slack" in out and "SLACK_BOT_TOKEN is not set" in out
+
+
+def test_calls_in_flight_count_against_the_budget() -> None:
+    from crashcart.llm.client import BudgetExhausted, Ledger
+
+    ledger = Ledger(token_budget=10_000, cost_budget_usd=1.0)
+    ledger.reserve(6_000, 0.1)
+    with pytest.raises(BudgetExhausted):
+        ledger.reserve(6_000, 0.1)  # the first call has not finished: together they would overshoot
+    assert ledger.exhausted
+    ledger.release(6_000, 0.1)
+    ledger.reserve(6_000, 0.1)
+    with pytest.raises(BudgetExhausted):
+        Ledger(token_budget=10**9, cost_budget_usd=0.5).reserve(10, 0.6)  # the cost budget too

@@ -76,6 +76,8 @@ class Ledger:
     cost_budget_usd: float
     calls: list[CallRecord] = field(default_factory=list)
     exhausted: bool = False
+    pending_tokens: int = 0  # reserved by calls in flight
+    pending_cost: float = 0.0
 
     @property
     def tokens(self) -> int:
@@ -86,12 +88,20 @@ class Ledger:
         return sum(c.cost_usd for c in self.calls)
 
     def reserve(self, tokens: int, cost: float) -> None:
-        if self.tokens + tokens > self.token_budget or self.cost_usd + cost > self.cost_budget_usd:
+        """Hold the most a call may use; calls in flight count, so parallel calls cannot overshoot."""
+        over_tokens = self.tokens + self.pending_tokens + tokens > self.token_budget
+        if over_tokens or self.cost_usd + self.pending_cost + cost > self.cost_budget_usd:
             self.exhausted = True
             raise BudgetExhausted(
                 f"budget reached: {self.tokens:,} of {self.token_budget:,} tokens, "
                 f"${self.cost_usd:.4f} of ${self.cost_budget_usd:.2f}"
             )
+        self.pending_tokens += tokens
+        self.pending_cost += cost
+
+    def release(self, tokens: int, cost: float) -> None:
+        self.pending_tokens -= tokens
+        self.pending_cost -= cost
 
 
 def estimate_tokens(content: Content | str) -> int:
@@ -203,9 +213,13 @@ class ModelClient:
             self.ledger.calls.append(CallRecord(role, model, phash, 0, 0, 0.0, 0.0, "error", error="not recorded"))
             raise CallFailed(f"{role}: no recorded answer in {self.cassette.path.name} (record it first)")
         est_in = estimate_tokens(system) + estimate_tokens(user)
-        self.ledger.reserve(est_in + limit, self.price(model, est_in, limit))
-        async with self._sem:
-            parsed, content = await self._ask(role, model, messages, schema, limit, phash)
+        hold = (2 * (est_in + limit), 2 * self.price(model, est_in, limit))  # a repair retry may double it
+        self.ledger.reserve(*hold)
+        try:
+            async with self._sem:
+                parsed, content = await self._ask(role, model, messages, schema, limit, phash)
+        finally:
+            self.ledger.release(*hold)
         for sink in (self.cache, self.cassette):
             if sink is not None:
                 sink.cache_put(key, role, model, content)
