@@ -10,6 +10,7 @@ from crashcart import (
     BundleError,
     BundleNotFound,
     BundleTooLarge,
+    ConfigError,
     CorruptBundle,
     CrashCartError,
     EmptyBundle,
@@ -78,6 +79,7 @@ ERROR_MESSAGES: dict[type[CrashCartError], str] = {
     IncidentNotFound: "no such incident",
     StoreError: "the incident database failed",
     RunbookError: "the runbook decision was refused",
+    ConfigError: "CrashCart is not configured correctly",
     CrashCartError: "CrashCart could not finish the analysis",
 }
 MAX_DETAIL = 300

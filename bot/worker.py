@@ -115,12 +115,13 @@ class Worker:
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._idle = asyncio.Event()
         self._idle.set()
+        self._closed = False
         self._work = settings.work_dir / "bot"
 
     def submit(self, job: Job) -> None:
         """Start running ``job`` (once: a job already running here is left alone)."""
-        if job.id in self._tasks:
-            return
+        if job.id in self._tasks or self._closed:
+            return  # after close(), the row stays queued and resumes on the next start
         self._idle.clear()
         task = asyncio.get_running_loop().create_task(self._run(job.id), name=f"crashcart-job-{job.id}")
         self._tasks[job.id] = task
@@ -145,6 +146,7 @@ class Worker:
 
     async def close(self) -> None:
         """Cancel running jobs; their rows stay queued/running and resume on the next start."""
+        self._closed = True
         tasks = list(self._tasks.values())
         for task in tasks:
             task.cancel()
@@ -247,6 +249,8 @@ class Worker:
             seconds=time.perf_counter() - started,
             incident=doc.incident_id,
         )
+        if job.attempts > 1:
+            done += f" {msg.STATUS_RESUMED}"
         await status.push(done, done=True)
         await asyncio.to_thread(self._queue.update, job.id, state="done", error=None)
 

@@ -96,6 +96,8 @@ class FakeSlack:
         return self
 
     async def stop(self) -> None:
+        for hold in self.holds.values():  # release held downloads, or shutdown waits for them
+            hold.set()
         if self._ws is not None:
             await self._ws.close()
         if self._runner is not None:

@@ -1,0 +1,151 @@
+"""Block Kit within Slack's limits, only verified citations shown, secrets redacted; error messages;
+approvers from the static list and the user group (cached; denied when Slack cannot answer)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from fake_slack import INCIDENTS, FakeSlack
+from slack_sdk.web.async_client import AsyncWebClient
+
+import crashcart
+from bot.approvers import Approvers
+from bot.blocks import (
+    MAX_BLOCKS,
+    MAX_HEADER,
+    MAX_SECTION,
+    Block,
+    cut_list,
+    diagnosis_message,
+    fit,
+    redact_for_slack,
+    section,
+    text_length,
+)
+from bot.messages import ERROR_MESSAGES, error_reason
+from crashcart import CrashCartError, DiagnosisDocument, Settings, diagnose
+from crashcart.models import DocCitation, DocSymptom
+
+
+@pytest.fixture(scope="module")
+def document(tmp_path_factory: pytest.TempPathFactory) -> DiagnosisDocument:
+    tmp = tmp_path_factory.mktemp("blocks")
+    settings = Settings(_env_file=None, db=tmp / "db", work_dir=tmp / "work")  # type: ignore[call-arg]
+    return asyncio.run(diagnose(INCIDENTS / "gpu-fell-off-bus", settings)).document
+
+
+def all_text(blocks: list[Block]) -> str:
+    return json.dumps(blocks, ensure_ascii=False)
+
+
+def check_limits(blocks: list[Block]) -> None:
+    assert len(blocks) <= MAX_BLOCKS
+    assert text_length(blocks) <= 12_000
+    for block in blocks:
+        if block["type"] == "section" and "text" in block:
+            assert len(block["text"]["text"]) <= MAX_SECTION
+        if block["type"] == "header":
+            assert len(block["text"]["text"]) <= MAX_HEADER
+
+
+def test_a_huge_diagnosis_stays_within_the_limits(document: DiagnosisDocument) -> None:
+    ok = document.root_cause.citations[0]
+    many = [ok.model_copy(update={"line": n, "text": "x" * 5000}) for n in range(1, 200)]
+    bad = DocCitation(
+        file="rank-0.log", line=7, text="password=hunter2 FORGED LINE", verified=False, status="text_mismatch"
+    )
+    symptom = document.symptoms[0]
+    symptoms = [symptom.model_copy(update={"summary": "s" * 3000, "count": n}) for n in range(300)]
+    root = document.root_cause.model_copy(
+        update={"citations": [*many, bad], "summary": "y" * 10_000, "class_": "z" * 500}
+    )
+    doc = document.model_copy(update={"root_cause": root, "symptoms": symptoms})
+    message = diagnosis_message(doc)
+    check_limits(message.blocks)
+    text = all_text(message.blocks)
+    assert "… and 194 more in the postmortem" in text
+    assert "… and " in text and "more symptoms in the postmortem" in text
+    assert "FORGED LINE" not in text and "hunter2" not in text  # never shown as evidence
+    assert "⚠️ 1 citation could not be verified (not shown)." in text
+    assert len(message.text) <= 300
+
+
+def test_only_verified_citations_are_shown(document: DiagnosisDocument) -> None:
+    root = document.root_cause
+    forged = [c.model_copy(update={"verified": False, "status": "text_mismatch"}) for c in root.citations]
+    doc = document.model_copy(update={"root_cause": root.model_copy(update={"citations": forged})})
+    text = all_text(diagnosis_message(doc).blocks)
+    assert "✅ verified" not in text and "kern.log:26" not in text
+    assert "No citation of the root cause could be verified." in text
+    assert f"{len(forged)} citations could not be verified" in text
+
+
+def test_log_text_is_redacted_and_escaped(document: DiagnosisDocument) -> None:
+    root = document.root_cause
+    secret = root.citations[0].model_copy(
+        update={"text": "export SLACK_BOT_TOKEN=xoxb-1234-5678-abcdefghijkl <!channel> `x`"}
+    )
+    doc = document.model_copy(update={"root_cause": root.model_copy(update={"citations": [secret]})})
+    text = all_text(diagnosis_message(doc).blocks)
+    assert "xoxb-1234-5678-abcdefghijkl" not in text
+    assert "<!channel>" not in text and "&lt;!channel&gt;" in text
+    assert "xoxb-9999-abcdefghijkl" not in redact_for_slack("token xoxb-9999-abcdefghijkl")
+
+
+def test_symptom_counts_and_first_citations(document: DiagnosisDocument) -> None:
+    text = all_text(diagnosis_message(document).blocks)
+    for s in document.symptoms[:3]:
+        assert f"*{s.count}×* `{s.class_}`" in text
+    assert isinstance(document.symptoms[0], DocSymptom)
+
+
+def test_cut_list_and_fit() -> None:
+    assert cut_list(["a", "b", "c"], max_items=2, max_chars=100, more="things") == ["a", "b", "… and 1 more things"]
+    assert cut_list(["a" * 50, "b"], max_items=9, max_chars=10, more="x") == ["… and 2 more x"]
+    blocks = [section("t" * 2900) for _ in range(80)]
+    fitted = fit(blocks)
+    check_limits(fitted)
+    assert fitted[-1]["type"] == "context" and "more sections" in fitted[-1]["elements"][0]["text"]
+
+
+def test_every_public_error_has_a_message() -> None:
+    for name in crashcart.__all__:
+        cls = getattr(crashcart, name)
+        if isinstance(cls, type) and issubclass(cls, CrashCartError):
+            assert cls in ERROR_MESSAGES, name
+    reason = error_reason(crashcart.CorruptBundle("gzip: unexpected end of stream\n  in member x"))
+    assert reason == "the archive is truncated or malformed: gzip: unexpected end of stream in member x"
+
+
+@pytest.fixture
+async def fake() -> AsyncIterator[FakeSlack]:
+    server = await FakeSlack().start()
+    yield server
+    await server.stop()
+
+
+async def test_approvers(fake: FakeSlack) -> None:
+    client = AsyncWebClient(token=fake.bot_token, base_url=fake.api_url)
+    fake.usergroups["S0ONCALL"] = ["UGROUP"]
+    now = [0.0]
+    approvers = Approvers(("USTATIC",), "S0ONCALL", client, ttl_s=60, clock=lambda: now[0])
+    assert await approvers.check("USTATIC") == "allowed"
+    assert await approvers.check("UGROUP") == "allowed"
+    assert await approvers.check("UOTHER") == "denied"
+    assert len(fake.calls_to("usergroups.users.list")) == 1  # cached
+    now[0] = 61
+    fake.fail_next("usergroups.users.list", error="missing_scope")
+    assert await approvers.check("UGROUP") == "unknown"  # Slack could not answer: callers deny
+    assert await approvers.check("UGROUP") == "allowed"  # failures are not cached
+    assert len(fake.calls_to("usergroups.users.list")) == 3
+    assert await Approvers((), None, client).check("UGROUP") == "unconfigured"
+    assert await Approvers(("UA",), None, client).check("UGROUP") == "denied"
+
+
+def test_no_module_is_too_long() -> None:
+    for path in (Path(__file__).resolve().parent.parent / "bot").glob("*.py"):
+        assert len(path.read_text().splitlines()) <= 400, path.name

@@ -1,0 +1,112 @@
+"""/crashcart diagnose|status|lookup|list|help and @crashcart diagnose <job-id>, in Socket Mode
+(the envelope's ack carries the immediate answer) and over HTTP."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fake_slack import BotUnderTest, FakeSlack, bot_settings, bundle_bytes, event_callback, slash_command
+
+CHANNEL = "C0INCIDENT"
+JOB = "1329667"
+
+
+@pytest.fixture
+async def fake() -> AsyncIterator[FakeSlack]:
+    server = await FakeSlack().start()
+    yield server
+    await server.stop()
+
+
+@pytest.fixture
+def jobs_dir(tmp_path: Path) -> Path:
+    root = tmp_path / "jobs"
+    root.mkdir()
+    (root / f"{JOB}.tar.gz").write_bytes(bundle_bytes())
+    return root
+
+
+async def command(bot: BotUnderTest, fake: FakeSlack, text: str) -> dict[str, Any]:
+    """Run a slash command; return what the user sees (the ack's text, else the response_url post)."""
+    before = len(fake.responses)
+    status, body = await bot.deliver("slash_commands", slash_command(text, fake=fake))
+    assert status == 200
+    if bot.mode == "socket":
+        acked = json.loads(body)
+    else:
+        acked = {"text": body} if body else {}
+    if acked.get("text"):
+        return acked
+    return (await fake.wait_for(lambda: fake.responses[before:]))[0]
+
+
+def mention(text: str, ts: str, event_id: str) -> dict[str, Any]:
+    event = {"type": "app_mention", "user": "UONCALL", "text": text, "ts": ts, "channel": CHANNEL, "event_ts": ts}
+    return event_callback(event, event_id=event_id)
+
+
+@pytest.mark.parametrize("mode", ["socket", "http"])
+async def test_slash_commands(fake: FakeSlack, tmp_path: Path, jobs_dir: Path, mode: str) -> None:
+    async with BotUnderTest(fake, bot_settings(tmp_path, fake, jobs_dir=jobs_dir), mode) as bot:
+        assert "finds and proves why a GPU training job died" in (await command(bot, fake, "help"))["text"]
+        assert (await command(bot, fake, "frobnicate"))["text"].startswith("Usage: `/crashcart")
+        assert "No incidents yet" in (await command(bot, fake, "list"))["text"]
+        missing = await command(bot, fake, "diagnose 999")
+        assert missing["text"].startswith("No bundle for job `999`")
+        assert "is not a job id" in (await command(bot, fake, "diagnose ../etc"))["text"]
+
+        queued = await command(bot, fake, f"diagnose {JOB}")
+        assert queued["text"] == f"Queued the analysis of job `{JOB}`; I will answer in a thread here."
+        assert queued["response_type"] == "ephemeral"
+        # the status message starts the thread; the diagnosis and the runbook follow in it
+        parent = await fake.wait_for(
+            lambda: next(
+                (m for m in fake.messages.values() if m["text"].startswith("✅ Analysed bundle `job 1329667`")), None
+            )
+        )
+        assert parent["thread_ts"] is None
+        replies = [m["text"] for m in fake.messages.values() if m["thread_ts"] == parent["ts"]]
+        assert replies[0].startswith("Root cause: gpu_fallen_off_bus") and replies[-1].startswith("Dry-run runbook")
+        await bot.drain()
+        assert bot.runtime.store is not None
+        [incident] = bot.runtime.store.list()
+        assert incident.job_id == JOB
+
+        looked_up = await command(bot, fake, f"lookup {JOB}")
+        assert f"`{incident.id}`" in looked_up["text"] and "`gpu_fallen_off_bus`" in looked_up["text"]
+        assert f"`{incident.id}`" in (await command(bot, fake, "list"))["text"]
+        assert "No diagnoses of job `42`" in (await command(bot, fake, "lookup 42"))["text"]
+        status = await command(bot, fake, f"status {incident.id[:8]}")
+        assert status["text"].startswith("Root cause: gpu_fallen_off_bus")
+        assert "Approve" not in json.dumps(status["blocks"])  # the state only, no buttons in an ephemeral
+        assert (await command(bot, fake, "status cc-000000000000"))["text"] == "No incident `cc-000000000000`."
+
+
+async def test_mentions(fake: FakeSlack, tmp_path: Path, jobs_dir: Path) -> None:
+    async with BotUnderTest(fake, bot_settings(tmp_path, fake, jobs_dir=jobs_dir), "socket") as bot:
+        await bot.deliver("events_api", mention("<@UBOT> hello there", "5.000100", "EvM1"))
+        await bot.deliver("events_api", mention("<@UBOT> hello there", "5.000100", "EvM1"), retry=1)
+        await bot.deliver("events_api", mention("<@UBOT> diagnose nope", "6.000100", "EvM2"))
+        await bot.deliver("events_api", mention(f"<@UBOT> diagnose {JOB}", "7.000100", "EvM3"))
+        await fake.wait_for(
+            lambda: any(m["text"].startswith("Dry-run runbook") for m in fake.thread(CHANNEL, "7.000100"))
+        )
+        await bot.drain()
+        usage = fake.thread(CHANNEL, "5.000100")
+        assert [m["text"] for m in usage] == [
+            "Mention me with `diagnose <job-id>`, or upload a bundle here. `/crashcart help` has the rest."
+        ]
+        assert fake.thread(CHANNEL, "6.000100")[0]["text"].startswith("No bundle for job `nope`")
+        texts = [m["text"] for m in fake.thread(CHANNEL, "7.000100")]
+        assert texts[0].startswith("✅ Analysed bundle `job 1329667`")
+        assert texts[1].startswith("Root cause: gpu_fallen_off_bus")
+        assert all(a.get("envelope_id") for a in fake.ws_acks)  # every envelope acknowledged
+
+
+async def test_job_lookups_need_a_jobs_dir(fake: FakeSlack, tmp_path: Path) -> None:
+    async with BotUnderTest(fake, bot_settings(tmp_path, fake), "http") as bot:
+        assert (await command(bot, fake, f"diagnose {JOB}"))["text"].startswith("Job-id lookups are off")

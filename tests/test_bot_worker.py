@@ -1,0 +1,139 @@
+"""The job queue and worker: a restart mid-job resumes it, a slow job does not hold up another,
+the per-job timeout and the upload cap, and the download's token rules."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fake_slack import BotUnderTest, FakeSlack, bot_settings, bundle_bytes, file_share_event
+
+from bot.intake import DownloadError, download, find_job_bundle, token_hosts
+from bot.queue import JobQueue
+
+CHANNEL = "C0INCIDENT"
+
+
+@pytest.fixture
+async def fake() -> AsyncIterator[FakeSlack]:
+    server = await FakeSlack().start()
+    yield server
+    await server.stop()
+
+
+def in_thread(fake: FakeSlack, ts: str, prefix: str) -> list[dict[str, Any]]:
+    return [m for m in fake.thread(CHANNEL, ts) if m["text"].startswith(prefix)]
+
+
+def jobs(bot: BotUnderTest) -> list[Any]:
+    assert bot.runtime.queue is not None
+    return bot.runtime.queue.jobs()
+
+
+async def test_restart_mid_job_resumes_it(fake: FakeSlack, tmp_path: Path) -> None:
+    settings = bot_settings(tmp_path, fake)
+    entry = fake.add_file("gpu-fell-off-bus.tar.gz", bundle_bytes())
+    fake.holds[entry["id"]] = asyncio.Event()  # the download hangs: the bot is stopped mid-job
+    ts = "1700000000.000100"
+    async with BotUnderTest(fake, settings, "http") as first:
+        await first.deliver("events_api", file_share_event(CHANNEL, [entry], event_id="EvR", ts=ts))
+        await fake.wait_for(lambda: fake.downloads)
+        assert [j.state for j in jobs(first)] == ["running"]
+        assert len(in_thread(fake, ts, "⏳ Analysing")) == 1
+    fake.holds[entry["id"]].set()
+
+    async with BotUnderTest(fake, settings, "http") as second:  # same database: the job resumes on start
+        await fake.wait_for(lambda: in_thread(fake, ts, "Dry-run runbook"))
+        await second.drain()
+        [job] = jobs(second)
+        assert (job.state, job.attempts) == ("done", 2)
+    statuses = [m for m in fake.thread(CHANNEL, ts) if m["ts"] == job.status_ts]
+    assert len(statuses) == 1 and "(resumed after a restart)" in statuses[0]["text"]
+    assert statuses[0]["text"].startswith("✅ Analysed bundle")
+    assert len([c for c in fake.calls_to("chat.postMessage") if c.params["text"].startswith("⏳")]) == 1
+    assert len(in_thread(fake, ts, "Root cause:")) == 1
+    assert len(in_thread(fake, ts, "Dry-run runbook")) == 1
+    assert len(fake.calls_to("files.completeUploadExternal")) == 1
+
+
+async def test_a_slow_job_does_not_block_another(fake: FakeSlack, tmp_path: Path) -> None:
+    slow = fake.add_file("slow.tar.gz", bundle_bytes())
+    quick = fake.add_file("quick.tgz", bundle_bytes("driver-too-old"))
+    fake.holds[slow["id"]] = asyncio.Event()
+    async with BotUnderTest(fake, bot_settings(tmp_path, fake, bot_max_jobs=2), "http") as bot:
+        await bot.deliver("events_api", file_share_event(CHANNEL, [slow], event_id="EvS", ts="1.000100"))
+        await fake.wait_for(lambda: fake.downloads)
+        await bot.deliver("events_api", file_share_event(CHANNEL, [quick], event_id="EvQ", ts="2.000100"))
+        await fake.wait_for(lambda: {j.source: j.state for j in jobs(bot)}.get(quick["id"]) == "done")
+        assert {j.source: j.state for j in jobs(bot)} == {slow["id"]: "running", quick["id"]: "done"}
+        fake.holds[slow["id"]].set()
+        await fake.wait_for(lambda: in_thread(fake, "1.000100", "Dry-run runbook"))
+        await bot.drain()
+        assert {j.state for j in jobs(bot)} == {"done"}
+
+
+async def test_a_job_over_its_time_fails_with_a_reason(fake: FakeSlack, tmp_path: Path) -> None:
+    entry = fake.add_file("hangs.tar.gz", bundle_bytes())
+    fake.holds[entry["id"]] = asyncio.Event()
+    async with BotUnderTest(fake, bot_settings(tmp_path, fake, bot_job_timeout_s=0.5), "http") as bot:
+        await bot.deliver("events_api", file_share_event(CHANNEL, [entry], event_id="EvT", ts="3.000100"))
+        [reply] = await fake.wait_for(lambda: in_thread(fake, "3.000100", "❌"))
+        await bot.drain()
+        assert "the analysis took longer than 0 s (CRASHCART_BOT_JOB_TIMEOUT_S) and was stopped" in reply["text"]
+        assert [j.state for j in jobs(bot)] == ["failed"]
+    fake.holds[entry["id"]].set()
+
+
+async def test_an_upload_over_the_cap_is_refused_before_download(fake: FakeSlack, tmp_path: Path) -> None:
+    entry = fake.add_file("huge.tar.gz", b"x" * 10, size=5 * 1024**3)
+    async with BotUnderTest(fake, bot_settings(tmp_path, fake), "http") as bot:
+        await bot.deliver("events_api", file_share_event(CHANNEL, [entry], event_id="EvH", ts="4.000100"))
+        [reply] = await fake.wait_for(lambda: in_thread(fake, "4.000100", "❌"))
+        await bot.drain()
+    assert "the bundle is 5.00 GB, over the bot's upload cap of 2.00 GB" in reply["text"]
+    assert fake.downloads == []
+
+
+async def test_download_sends_the_token_only_where_it_belongs(fake: FakeSlack, tmp_path: Path) -> None:
+    entry = fake.add_file("b.tar.gz", b"bundle bytes")
+    url = entry["url_private_download"]
+    hosts = token_hosts(fake.api_url)
+    with pytest.raises(DownloadError, match="refusing to send the bot token"):
+        await download(
+            url.replace("127.0.0.1", "localhost"), fake.bot_token, tmp_path / "a", max_bytes=100, allowed_hosts=hosts
+        )
+    with pytest.raises(DownloadError, match="web page"):  # Slack's login page for a bad token
+        await download(url, "xoxb-wrong", tmp_path / "b", max_bytes=100, allowed_hosts=hosts)
+    assert fake.downloads == [{"file": entry["id"], "authorization": "Bearer xoxb-wrong"}]
+    assert await download(url, fake.bot_token, tmp_path / "c", max_bytes=100, allowed_hosts=hosts) == 12
+    assert (tmp_path / "c").read_bytes() == b"bundle bytes"
+    assert not (tmp_path / "b").exists() and not (tmp_path / "b.part").exists()
+
+
+def test_queue_dedupes_and_survives_reopening(tmp_path: Path) -> None:
+    db = tmp_path / "crashcart.db"
+    queue = JobQueue(db)
+    spec: dict[str, Any] = {"kind": "upload", "channel": "C1", "thread_ts": "1.1", "user": "U1", "source": "F1"}
+    job = queue.enqueue(dedupe_key="file:C1:F1", event_id="Ev1/F1", **spec)
+    assert job is not None and job.state == "queued"
+    assert queue.enqueue(dedupe_key="file:C1:F1", event_id="Ev2/F1", **spec) is None  # same file
+    assert queue.enqueue(dedupe_key="file:C1:F9", event_id="Ev1/F1", **spec) is None  # same event
+    queue.start(job.id)
+    queue.close()
+    reopened = JobQueue(db)  # idempotent schema, same rows
+    assert [(j.id, j.state, j.attempts) for j in reopened.pending()] == [(job.id, "running", 1)]
+    with pytest.raises(ValueError, match="not updatable"):
+        reopened.update(job.id, channel="C2")
+    reopened.close()
+
+
+def test_job_bundles_are_found_by_id_only(tmp_path: Path) -> None:
+    (tmp_path / "1329667.tar.gz").write_bytes(b"x")
+    (tmp_path / "j-2").mkdir()
+    assert find_job_bundle(tmp_path, "1329667") == tmp_path / "1329667.tar.gz"
+    assert find_job_bundle(tmp_path, "j-2") == tmp_path / "j-2"
+    for bad in ("../etc", "..", "a/b", "", "nope"):
+        assert find_job_bundle(tmp_path, bad) is None
