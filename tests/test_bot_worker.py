@@ -137,3 +137,30 @@ def test_job_bundles_are_found_by_id_only(tmp_path: Path) -> None:
     assert find_job_bundle(tmp_path, "j-2") == tmp_path / "j-2"
     for bad in ("../etc", "..", "a/b", "", "nope"):
         assert find_job_bundle(tmp_path, bad) is None
+
+
+async def test_a_job_that_keeps_crashing_the_bot_is_given_up(fake: FakeSlack, tmp_path: Path) -> None:
+    settings = bot_settings(tmp_path, fake)
+    entry = fake.add_file("poison.tar.gz", bundle_bytes())
+    settings.db.parent.mkdir(parents=True)
+    queue = JobQueue(settings.db)
+    job = queue.enqueue(
+        dedupe_key="file:C0INCIDENT:poison",
+        kind="upload",
+        channel=CHANNEL,
+        thread_ts="8.000100",
+        user="U1",
+        source=entry["id"],
+        name="poison.tar.gz",
+        size=10,
+    )
+    assert job is not None
+    for _ in range(3):  # three starts, each ended by a crash of the whole bot
+        queue.start(job.id)
+    queue.close()
+    async with BotUnderTest(fake, settings, "http") as bot:
+        [reply] = await fake.wait_for(lambda: in_thread(fake, "8.000100", "❌"))
+        await bot.drain()
+        assert "the analysis was interrupted 3 times; giving up" in reply["text"]
+        assert [j.state for j in jobs(bot)] == ["failed"]
+    assert fake.downloads == []
