@@ -30,7 +30,7 @@ from crashcart.errors import BundleNotFound, BundleTooLarge, CorruptBundle, Empt
 from crashcart.models import SkippedFile
 from crashcart.settings import BundleLimits
 
-__all__ = ["Materialized", "Member", "materialize"]
+__all__ = ["Materialized", "Member", "OnMember", "materialize"]
 
 SourceKind = Literal["dir", "tar", "zip", "file"]
 _Compression = Literal["gz", "bz2", "xz"]
@@ -105,6 +105,9 @@ class Materialized:
         self.cleanup()
 
 
+OnMember = Callable[[Member], None]  # told of each member as soon as its bytes are complete on disk
+
+
 class _Reader(Protocol):
     def read(self, size: int, /) -> bytes: ...
     def seek(self, pos: int, /) -> object: ...
@@ -122,11 +125,14 @@ class _BadMember(Exception):
         self.reason = reason
 
 
-def materialize(source: Path, work_dir: Path, limits: BundleLimits) -> Materialized:
+def materialize(source: Path, work_dir: Path, limits: BundleLimits, on_member: OnMember | None = None) -> Materialized:
     """Make every file of ``source`` readable on disk, safely and within ``limits``.
 
     :param source: a directory, a ``.tar[.gz|.bz2|.xz]``/``.tgz``/``.zip`` archive, a log or a ``.gz`` log.
     :param work_dir: where a fresh extraction directory is created when anything must be written.
+    :param on_member: called with each member as soon as it is complete on disk, while the rest of an
+        archive is still being read (so that a caller can start scanning it); if ``materialize`` then
+        raises, the members it announced are already removed.
     :raises BundleNotFound, BundleTooLarge, UnsafeBundlePath, CorruptBundle, EmptyBundle:
     """
     if not source.exists():
@@ -135,7 +141,7 @@ def materialize(source: Path, work_dir: Path, limits: BundleLimits) -> Materiali
     source = source.resolve()
     if not (source.is_dir() or source.is_file()):
         raise BundleNotFound(f"{source} is not a regular file or directory; pass a bundle path")
-    b = _Builder(source, name, work_dir, limits)
+    b = _Builder(source, name, work_dir, limits, on_member)
     try:
         if source.is_dir():
             _walk_dir(b)
@@ -299,6 +305,7 @@ class _Builder:
     label: str  # the source's name, used in every message
     work_dir: Path
     limits: BundleLimits
+    on_member: OnMember | None = None
     packed: int | None = None  # compressed size of an archive source, for the global ratio cap
     members: list[Member] = field(default_factory=list)
     skipped: list[SkippedFile] = field(default_factory=list)
@@ -393,7 +400,7 @@ class _Builder:
             return
         self._count()
         self._grow(path, st.st_size, st.st_size)
-        self.members.append(Member(path, physical, st.st_size, False, st.st_mtime))
+        self._add(Member(path, physical, st.st_size, False, st.st_mtime))
 
     def copy(self, path: str, reader: _Reader, size: int, mtime: float | None) -> None:
         """Copy an archive member into the work directory in bounded blocks."""
@@ -409,7 +416,7 @@ class _Builder:
                 written += len(block)
                 self._grow(path, len(block), written)
                 out.write(block)
-        self.members.append(Member(path, dest, written, False, mtime))
+        self._add(Member(path, dest, written, False, mtime))
 
     def take_gz(self, path: str, reader: _Reader, packed: int, mtime: float | None) -> None:
         """Decompress a ``.gz`` member into the work directory; a bad one is skipped, not fatal."""
@@ -438,7 +445,12 @@ class _Builder:
             self._files.discard(path)
             self.skip(path, exc.reason)
             return
-        self.members.append(Member(path, dest, written, True, mtime))
+        self._add(Member(path, dest, written, True, mtime))
+
+    def _add(self, member: Member) -> None:
+        self.members.append(member)
+        if self.on_member is not None:
+            self.on_member(member)
 
     def take_file_gz(self, path: str, physical: Path, st: os.stat_result | None) -> None:
         """A ``.gz`` file on disk: the whole source (``st`` None: errors are fatal) or a directory member."""
@@ -484,30 +496,40 @@ def _parents(path: str) -> list[str]:
 
 
 class _Counted:
-    """Reads from an archive stream or member: counts bytes, turns read errors into ``_SourceCorrupt``."""
+    """Reads from an archive stream or member: counts bytes, turns read errors into ``_SourceCorrupt``.
+
+    Forward-only, but with a position: ``seek`` to a later offset reads and discards (counted like any
+    read), which is all ``tarfile`` needs to walk an archive front to back in its (faster) seekable mode."""
 
     def __init__(self, inner: _Reader, on_read: Callable[[int], None] | None) -> None:
         self._inner = inner
         self._on_read = on_read
+        self._pos = 0
 
     def read(self, size: int = -1, /) -> bytes:
         try:
             data = self._inner.read(size)
+            while 0 < len(data) < size and (more := self._inner.read(size - len(data))):
+                data += more  # a short read is not the end (tarfile wants whole header blocks)
         except _READ_ERRORS as exc:
             raise _SourceCorrupt(_short(exc)) from exc
+        self._pos += len(data)
         if self._on_read is not None:
             self._on_read(len(data))
         return data
 
-    # tarfile's stream mode only ever reads forward; these satisfy its file-object protocol.
+    def tell(self) -> int:
+        return self._pos
+
+    def seek(self, pos: int, whence: int = os.SEEK_SET, /) -> int:
+        if whence != os.SEEK_SET or pos < self._pos:
+            raise OSError("the archive stream only goes forward")
+        while self._pos < pos and self.read(min(BLOCK, pos - self._pos)):
+            pass
+        return self._pos
+
     def write(self, b: bytes, /) -> int:
         raise OSError("read-only stream")
-
-    def tell(self) -> int:
-        return 0
-
-    def seek(self, pos: int, /) -> int:
-        raise OSError("stream is not seekable")
 
     def close(self) -> None:
         pass
@@ -568,14 +590,19 @@ def _mode_reason(mode: int) -> str:
 
 
 def _read_tar(b: _Builder, comp: _Compression | None) -> None:
-    """Stream the tar once, front to back (mode "r|"); nothing is extracted by tarfile itself."""
+    """Read the tar once, front to back; nothing is extracted by tarfile itself.
+
+    tarfile's seekable mode ("r:") over the forward-only ``_Counted`` stream: it only ever seeks ahead
+    (past data we skip, and padding), and reads member data straight from the decompressor, where its
+    stream mode ("r|") copies every block three more times (measured: 1.1 s against 0.55 s per GiB to
+    decompress, parse and write)."""
     with ExitStack() as stack:
         raw = stack.enter_context(b.source.open("rb"))
         inner: _Reader = raw if comp is None else stack.enter_context(_decompressor(raw, comp))
         stream = _Counted(inner, b.on_stream)
-        tf = stack.enter_context(tarfile.open(fileobj=stream, mode="r|", bufsize=BLOCK))
+        tf = stack.enter_context(tarfile.open(fileobj=cast(IO[bytes], stream), mode="r:"))
         while (info := tf.next()) is not None:
-            tf.members.clear()  # type: ignore[attr-defined]  # stream mode keeps every header otherwise
+            tf.members.clear()  # type: ignore[attr-defined]  # keep no headers: there may be many thousands
             path = _bundle_path(info.name, b.label)
             if not path or _excluded(path):
                 continue
