@@ -8,12 +8,12 @@ list says "and N more". Log text is redacted before it is quoted; only verified 
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, NamedTuple
 
 from crashcart import DiagnosisDocument, RunbookRecord
+from crashcart.redact import redact_text  # not in crashcart.__all__ yet
 
 Block = dict[str, Any]
 
@@ -42,37 +42,10 @@ class Message(NamedTuple):
 
 # --- redaction ---------------------------------------------------------------------------------------
 
-_FALLBACK_SECRETS = (
-    re.compile(r"\bxox[abposr]-[A-Za-z0-9-]+"),
-    re.compile(r"\bxapp-[A-Za-z0-9-]+"),
-    re.compile(r"\b(?:sk|pk|rk)-[A-Za-z0-9_-]{16,}"),
-    re.compile(r"\bAKIA[0-9A-Z]{16}\b"),
-    re.compile(r"\bgh[pousr]_[A-Za-z0-9]{20,}"),
-    re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]{8,}"),
-    re.compile(r"(?i)\b([\w.-]*(?:password|passwd|secret|token|api[_-]?key)[\w.-]*\s*[=:]\s*)(\"[^\"]*\"|'[^']*'|\S+)"),
-)
-
 
 def redact_for_slack(text: str) -> str:
-    """Redact secrets in text before it is posted: ``crashcart.redact.redact_text`` when the core has it.
-
-    Until the core ships its redactor, a small built-in pattern list covers tokens, keys and
-    ``password=...`` style assignments.
-    """
-    try:
-        from crashcart.redact import redact_text  # type: ignore[import-not-found,unused-ignore]
-    except ImportError:
-        return _fallback_redact(text)
-    return str(redact_text(text))
-
-
-def _fallback_redact(text: str) -> str:
-    for pattern in _FALLBACK_SECRETS:
-        if pattern.groups:
-            text = pattern.sub(lambda m: f"{m.group(1)}[REDACTED]", text)
-        else:
-            text = pattern.sub("[REDACTED]", text)
-    return text
+    """Every piece of log or model text passes through here before it is posted (DESIGN §6)."""
+    return redact_text(text)
 
 
 # --- text helpers ------------------------------------------------------------------------------------

@@ -17,7 +17,8 @@ import shutil
 import time
 from pathlib import Path
 
-from slack_sdk.errors import SlackApiError
+import aiohttp
+from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot import messages as msg
@@ -48,6 +49,8 @@ from crashcart import (
 
 log = logging.getLogger(__name__)
 MAX_ATTEMPTS = 3
+# What a Web API call raises once the client's retry handlers gave up.
+SLACK_ERRORS: tuple[type[Exception], ...] = (SlackApiError, SlackClientError, aiohttp.ClientError, TimeoutError)
 
 
 class StatusUpdater:
@@ -82,8 +85,8 @@ class StatusUpdater:
         message = status_message(headline or self.headline, self.stages, current)
         try:
             await self._client.chat_update(channel=self._channel, ts=self._ts, text=message.text, blocks=message.blocks)
-        except SlackApiError as exc:  # a stale status line must not fail the analysis
-            log.warning("status update failed: %s", exc.response.get("error"))
+        except SLACK_ERRORS as exc:  # a stale status line must not fail the analysis
+            log.warning("status update failed: %s", _slack_error(exc))
 
     async def close(self) -> None:
         if self._task is not None:
@@ -183,8 +186,8 @@ class Worker:
             await self._fail(job, msg.DOWNLOAD_FAILED.format(detail=exc))
         except CrashCartError as exc:
             await self._fail(job, msg.error_reason(exc), incident_id=exc.incident_id)
-        except SlackApiError as exc:
-            await self._fail(job, msg.SLACK_FAILED.format(error=exc.response.get("error", "unknown")))
+        except (SlackApiError, SlackClientError, aiohttp.ClientError) as exc:
+            await self._fail(job, msg.SLACK_FAILED.format(error=_slack_error(exc)))
         except Exception:  # the bot's edge: log the traceback, post a short reason
             log.exception("job %s failed", job.id)
             await self._fail(job, msg.INTERNAL)
@@ -309,8 +312,8 @@ class Worker:
                     channel=job.channel, ts=current.status_ts, text=failed.text, blocks=failed.blocks
                 )
             await self._post(job.channel, current.thread, status_message(text))
-        except SlackApiError as exc:
-            log.warning("could not post the failure of %s: %s", job.id, exc.response.get("error"))
+        except SLACK_ERRORS as exc:
+            log.warning("could not post the failure of %s: %s", job.id, _slack_error(exc))
         await asyncio.to_thread(self._queue.update, job.id, state="failed", error=reason, incident_id=incident)
 
     async def _post(self, channel: str, thread_ts: str | None, message: Message) -> dict[str, object]:
@@ -322,3 +325,10 @@ class Worker:
     @staticmethod
     def _name(job: Job) -> str:
         return job.name or (f"job {job.source}" if job.kind == "job" else job.source)
+
+
+def _slack_error(exc: Exception) -> str:
+    """Slack's error code, or the exception's class name: short, and never a token."""
+    if isinstance(exc, SlackApiError):
+        return str(exc.response.get("error", "unknown"))
+    return type(exc).__name__
