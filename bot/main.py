@@ -8,7 +8,9 @@ from settings, retry handlers) into the app, the worker, Socket Mode and the app
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import signal
 import sys
 from pathlib import Path
 from typing import Literal
@@ -185,9 +187,12 @@ def run(settings: Settings, mode: Literal["socket", "http"], port: int | None = 
 
     async def serve() -> None:
         runtime = BotRuntime(settings, mode, port=port if port is not None else 3000)
+        stopping = asyncio.Event()
+        with contextlib.suppress(NotImplementedError):  # SIGTERM (systemd, Kubernetes): stop cleanly
+            asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stopping.set)
         try:
             await runtime.start()
-            await asyncio.Event().wait()
+            await stopping.wait()
         finally:
             await runtime.stop()
 
