@@ -222,7 +222,8 @@ class Worker:
         if job.attempts > 1:
             headline += f" {msg.STATUS_RESUMED}"
         status = StatusUpdater(self._client, job.channel, job.status_ts, headline, self._interval)
-        status.on_stage("download" if job.kind == "upload" else "lookup")
+        status.stages.append("download" if job.kind == "upload" else "lookup")
+        await status.push()  # "Analysing bundle X (N files, M MB)…" before the analysis starts
         try:
             outcome = await diagnose(
                 path,

@@ -254,6 +254,7 @@ class FakeSlack:
             "text": p.get("text", ""),
             "blocks": p.get("blocks") or [],
             "updates": 0,
+            "history": [],  # earlier texts, oldest first
         }
         return {"ok": True, "channel": p["channel"], "ts": ts, "message": {"text": p.get("text", ""), "ts": ts}}
 
@@ -261,6 +262,7 @@ class FakeSlack:
         message = self.messages.get(p["ts"])
         if message is None or message["channel"] != p["channel"]:
             return {"ok": False, "error": "message_not_found"}
+        message["history"].append(message["text"])
         message.update(text=p.get("text", ""), blocks=p.get("blocks") or [], updates=message["updates"] + 1)
         return {"ok": True, "channel": p["channel"], "ts": p["ts"]}
 

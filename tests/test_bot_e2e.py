@@ -77,6 +77,8 @@ async def test_upload_to_approval(fake: FakeSlack, tmp_path: Path, mode: str) ->
         assert status_msg["text"].startswith("✅ Analysed bundle `gpu-fell-off-bus.tar.gz` (45 files")
         first_post = fake.calls_to("chat.postMessage")[0].params
         assert first_post["text"].startswith("⏳ Analysing bundle `gpu-fell-off-bus.tar.gz`")
+        size = f"{len(bundle_bytes()) / 1024:.1f} KB"
+        assert f"⏳ Analysing bundle `gpu-fell-off-bus.tar.gz` (45 files, {size})…" in status_msg["history"]
 
         # files.info, then the private download with the bot token
         assert fake.calls_to("files.info")[-1].params["file"] == entry["id"]
