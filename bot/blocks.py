@@ -12,8 +12,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, NamedTuple
 
-from crashcart import DiagnosisDocument, RunbookRecord
-from crashcart.redact import redact_text  # not in crashcart.__all__ yet
+from crashcart import DiagnosisDocument, RunbookRecord, redact_text
 
 Block = dict[str, Any]
 

@@ -22,6 +22,7 @@ from crashcart.errors import (
 )
 from crashcart.models import DiagnosisDocument, Evidence, Finding, Group
 from crashcart.pipeline import Outcome, diagnose
+from crashcart.redact import redact_text
 from crashcart.report.postmortem import render_postmortem
 from crashcart.report.runbook import render_runbook_md
 from crashcart.report.timeline import render_timeline
@@ -61,6 +62,7 @@ __all__ = [
     "diagnose",
     "get_runbook",
     "open_bundle",
+    "redact_text",
     "reject_runbook",
     "render_postmortem",
     "render_runbook_md",
