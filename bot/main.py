@@ -29,8 +29,7 @@ from bot.app import Handlers, Mode, build_app
 from bot.approvers import Approvers
 from bot.queue import JobQueue
 from bot.worker import Worker
-from crashcart import Settings, Store, StoreError
-from crashcart.settings import SlackSettings
+from crashcart import Settings, SlackSettings, Store, StoreError
 
 log = logging.getLogger(__name__)
 EVENTS_PATH = "/slack/events"

@@ -30,7 +30,7 @@ from crashcart.runbooks import RunbookRecord
 from crashcart.runbooks import approve as approve_runbook
 from crashcart.runbooks import get as get_runbook
 from crashcart.runbooks import reject as reject_runbook
-from crashcart.settings import Settings
+from crashcart.settings import Settings, SlackSettings
 from crashcart.store import IncidentSummary, Store, StoredIncident
 
 __all__ = [
@@ -53,6 +53,7 @@ __all__ = [
     "RunbookError",
     "RunbookRecord",
     "Settings",
+    "SlackSettings",
     "Store",
     "StoreError",
     "StoredIncident",
