@@ -13,6 +13,7 @@ import json
 import re
 import shutil
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path, PurePosixPath
@@ -113,6 +114,7 @@ class Bundle:
         self._physical = physical
         self._index: dict[str, LineIndex] = {}
         self._cleanup_dirs = cleanup_dirs
+        self._on_close: list[Callable[[], None]] = []
 
     def __enter__(self) -> Bundle:
         return self
@@ -120,7 +122,13 @@ class Bundle:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def on_close(self, stop: Callable[[], None]) -> None:
+        """Call ``stop`` when the bundle closes, before its files are removed (e.g. to stop threads reading them)."""
+        self._on_close.append(stop)
+
     def close(self) -> None:
+        while self._on_close:
+            self._on_close.pop()()
         for d in self._cleanup_dirs:
             shutil.rmtree(d, ignore_errors=True)
         self._cleanup_dirs = []
@@ -174,10 +182,15 @@ def _skip_rest_of_line(fh: Any) -> None:
             return
 
 
-def open_bundle(source: Path, work_dir: Path, limits: BundleLimits) -> Bundle:
-    """Open ``source`` safely and classify what it holds. Raises ``BundleError`` subclasses."""
+def open_bundle(
+    source: Path, work_dir: Path, limits: BundleLimits, on_member: extract.OnMember | None = None
+) -> Bundle:
+    """Open ``source`` safely and classify what it holds. Raises ``BundleError`` subclasses.
+
+    ``on_member`` is told of each file as soon as it is on disk, before it is classified (see
+    ``extract.materialize``); ``may_be_scanned`` says cheaply whether it can be one the scan reads."""
     work_dir.mkdir(parents=True, exist_ok=True)
-    mat = extract.materialize(source, work_dir, limits)
+    mat = extract.materialize(source, work_dir, limits, on_member)
     cleanup = [mat.work] if mat.work is not None else []
     try:
         return _classify_all(source, mat, work_dir, limits, cleanup)
@@ -275,6 +288,13 @@ def _head_lines(head: bytes, max_bytes: int) -> list[str]:
     if len(parts) > 1 and len(head) == HEAD_BYTES:
         parts = parts[:-1]  # the last piece may be a partial line
     return [canonical_line(p, max_bytes) for p in parts if p or len(parts) == 1]
+
+
+def may_be_scanned(path: str) -> bool:
+    """False for a file that by its name alone is never a ``SCANNED_KINDS`` or telemetry file (an image,
+    the manifest); anything else may be, depending on its content."""
+    suffix = PurePosixPath(path.removesuffix(".gz")).suffix.lower()
+    return not _is_manifest(path) and suffix not in _IMAGE_EXT
 
 
 def _is_manifest(path: str) -> bool:

@@ -234,6 +234,56 @@ def test_zip_extended_timestamp_is_utc(tmp_path: Path, work: Path) -> None:
     assert mat.members[0].mtime == MTIME + 1
 
 
+@pytest.mark.parametrize("fmt", [tarfile.GNU_FORMAT, tarfile.PAX_FORMAT], ids=["gnu", "pax"])
+def test_tar_long_names_and_extended_headers(tmp_path: Path, work: Path, fmt: int) -> None:
+    # Long names live in extra header blocks (GNU "L" entries, PAX records) that tarfile reads ahead of
+    # the member: the forward-only stream must give it exactly those bytes, then the data.
+    deep = "nodes/" + "very-long-directory-name-" * 8 + "/rank-12.log"
+    files = {deep: b"NCCL WARN timeout\n" * 3000, "short.log": b"ok\n", "z" * 150 + ".log": b""}
+    src = tmp_path / "b.tgz"
+    with tarfile.open(src, "w:gz", format=fmt) as tf:
+        for name, data in files.items():
+            info = _info(name, len(data), pax_headers={"comment": "é" * 600} if fmt == tarfile.PAX_FORMAT else {})
+            tf.addfile(info, io.BytesIO(data))
+
+    mat = materialize(src, work, LIMITS)
+
+    assert paths(mat) == sorted(files)
+    assert {m.path: m.physical.read_bytes() for m in mat.members} == files
+
+
+@pytest.mark.parametrize("kind", ["dir", "tar", "tgz", "zip"])
+def test_each_member_is_announced_once_complete_on_disk(tmp_path: Path, work: Path, kind: str) -> None:
+    files = {"rank-0.log": b"a\n" * 300_000, "k/dmesg.log.gz": gz(b"Xid 79\n" * 10), "x.zip": b"PK", "b.log": b"b\n"}
+    if kind == "dir":
+        src = tmp_path / "src"
+        for name, data in files.items():
+            (src / name).parent.mkdir(parents=True, exist_ok=True)
+            (src / name).write_bytes(data)
+    elif kind == "zip":
+        src = make_zip(tmp_path / "b.zip", files.items())
+    else:
+        src = make_tar(tmp_path / f"b.{kind}", files.items(), "w:gz" if kind == "tgz" else "w")
+    seen: list[tuple[str, bytes]] = []
+
+    mat = materialize(src, work, LIMITS, on_member=lambda m: seen.append((m.path, m.physical.read_bytes())))
+
+    assert sorted(seen) == [(m.path, m.physical.read_bytes()) for m in mat.members]  # complete when told
+    assert sorted(p for p, _ in seen) == ["b.log", "k/dmesg.log.gz", "rank-0.log"]  # not the skipped zip
+    assert reasons(mat) == {"x.zip": "nested archive (unpack it first)"}
+
+
+def test_members_announced_before_a_failure_are_removed(tmp_path: Path, work: Path) -> None:
+    full = make_tar(tmp_path / "full.tgz", [(f"r{i}.log", os.urandom(200_000)) for i in range(5)], "w:gz")
+    cut = tmp_path / "cut.tgz"
+    cut.write_bytes(full.read_bytes()[: full.stat().st_size * 3 // 4])
+    seen: list[Member] = []
+    with pytest.raises(CorruptBundle):
+        materialize(cut, work, LIMITS, on_member=seen.append)
+    assert seen and not any(m.physical.exists() for m in seen)
+    assert list(work.iterdir()) == []
+
+
 # --- .gz members ----------------------------------------------------------------------------------
 
 

@@ -1,28 +1,31 @@
 """Scan stage (the offline swarm): every log file through the signature catalogue, in parallel.
 
 Input: an opened ``Bundle``. Output: ``ScanResult`` (findings with Evidence, per-file line counts,
-hashes and tails, telemetry series). Files are spread across worker threads, largest first; the
-catalogue is compiled once and each thread streams its files in newline-aligned buffers.
+hashes and tails, telemetry series). Files are spread across worker threads (a ``ScanPool``); the
+catalogue is compiled once and each thread streams its files in newline-aligned buffers. With
+``open_scanning`` the threads start on each file as soon as ingest has it on disk, so that an archive's
+decompression and the scan of its first members share the cores.
 """
 
 from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from crashcart import telemetry
-from crashcart.bundle import SCANNED_KINDS, Bundle, LineIndex, canonical_line
+from crashcart.bundle import SCANNED_KINDS, Bundle, LineIndex, canonical_line, may_be_scanned, open_bundle
+from crashcart.extract import Member
 from crashcart.models import Finding, SkippedFile
 from crashcart.scan.catalogue import load_catalogue
 from crashcart.scan.findings import IdSource, build_findings
 from crashcart.scan.matcher import Matcher, make_matcher
 from crashcart.scan.matcher import matcher_name as _matcher_name
 from crashcart.scan.reader import FileScan, scan_file
-from crashcart.settings import ScanSettings
+from crashcart.settings import BundleLimits, ScanSettings
 
 PARALLEL_MIN_BYTES = 16 * 1024 * 1024
 TELEMETRY_MAX_LINES = 2_000_000
@@ -49,8 +52,31 @@ class ScanResult:
         return sum(s.nbytes for s in self.scans.values())
 
 
-def scan(bundle: Bundle, settings: ScanSettings, progress: Progress | None = None) -> ScanResult:
-    """Scan every log file of ``bundle``; unreadable files become failures, not exceptions."""
+def open_scanning(
+    source: Path, work_dir: Path, limits: BundleLimits, settings: ScanSettings
+) -> tuple[Bundle, ScanPool]:
+    """``open_bundle``, scanning each file from the moment it is on disk; pass the pool on to ``scan``.
+
+    An archive's members are scanned while the rest is still being decompressed and written, a
+    directory's files while they are classified. Closing the bundle stops the pool."""
+    pool = ScanPool(settings, limits.max_line_bytes)
+    try:
+        bundle = open_bundle(source, work_dir, limits, on_member=pool.offer)
+    except BaseException:
+        pool.close()
+        raise
+    bundle.on_close(pool.close)
+    return bundle, pool
+
+
+def scan(
+    bundle: Bundle, settings: ScanSettings, progress: Progress | None = None, pool: ScanPool | None = None
+) -> ScanResult:
+    """Scan every log file of ``bundle``; unreadable files become failures, not exceptions.
+
+    :param pool: the pool ``open_scanning`` started (files it already scanned are not read again);
+        None: threads are started here, for this call.
+    """
     cat = load_catalogue()
     targets = [f for f in bundle.files if f.kind in SCANNED_KINDS or f.kind == "telemetry"]
     jobs: list[tuple[Path, str]] = []
@@ -59,7 +85,7 @@ def scan(bundle: Bundle, settings: ScanSettings, progress: Progress | None = Non
         if phys is not None:
             jobs.append((phys, f.path))
     total = sum(f.size for f in targets)
-    scans = _scan_files(jobs, settings, bundle.limits.max_line_bytes, total, progress)
+    scans = _scan_files(jobs, settings, bundle.limits.max_line_bytes, total, progress, pool)
     matcher_name = _matcher_name(settings.matcher)
 
     result = ScanResult(findings=[], scans=scans, matcher=matcher_name)
@@ -95,15 +121,15 @@ def scan(bundle: Bundle, settings: ScanSettings, progress: Progress | None = Non
 
 
 def _scan_files(
-    jobs: list[tuple[Path, str]], settings: ScanSettings, max_line: int, total: int, progress: Progress | None
+    jobs: list[tuple[Path, str]],
+    settings: ScanSettings,
+    max_line: int,
+    total: int,
+    progress: Progress | None,
+    pool: ScanPool | None,
 ) -> dict[str, FileScan]:
-    """Every file through the catalogue, largest first, on ``settings.workers`` threads (one per core).
-
-    Threads, not processes: reading, sha256, hyperscan and numpy release the GIL, so threads use every
-    core without forking, re-importing, recompiling the database or pickling results back; the Python
-    work left per 1 MiB buffer is a few microseconds."""
-    base = make_matcher(settings.matcher)  # compiles the database once, shared by every thread
-    workers = min(settings.workers or os.cpu_count() or 1, len(jobs))
+    """Every file through the catalogue: those ``pool`` has not scanned yet largest first, on its threads
+    (or on threads of our own, or in this thread for a small bundle or one worker)."""
     scans: dict[str, FileScan] = {}
     done = 0
 
@@ -114,22 +140,72 @@ def _scan_files(
         if progress:
             progress(done, total)
 
-    if workers <= 1 or total < PARALLEL_MIN_BYTES:
+    if pool is None and (_workers(settings) <= 1 or total < PARALLEL_MIN_BYTES):
+        base = make_matcher(settings.matcher)
         for phys, path in jobs:
             record(scan_file(base, phys, path, buffer_bytes=settings.buffer_bytes, max_line_bytes=max_line))
         return scans
-    local = threading.local()
-
-    def work(job: tuple[Path, str]) -> FileScan:
-        matcher: Matcher | None = getattr(local, "matcher", None)
-        if matcher is None:
-            matcher = local.matcher = base.clone()
-        return scan_file(matcher, job[0], job[1], buffer_bytes=settings.buffer_bytes, max_line_bytes=max_line)
-
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="crashcart-scan") as pool:
-        for fut in as_completed([pool.submit(work, job) for job in jobs]):
-            record(fut.result())
+    with pool or ScanPool(settings, max_line) as threads:
+        for fs in threads.results(jobs):
+            record(fs)
     return scans
+
+
+def _workers(settings: ScanSettings) -> int:
+    return settings.workers or os.cpu_count() or 1
+
+
+class ScanPool:
+    """Scan threads (``settings.workers``, default one per core) sharing one compiled catalogue, cloned
+    per thread. A file is scanned once, in the order files are submitted; ``results`` collects them.
+
+    Threads, not processes: reading, sha256, hyperscan and numpy release the GIL, so threads use every
+    core without forking, re-importing, recompiling the database or pickling results back; the Python
+    work left per 1 MiB buffer is a few microseconds."""
+
+    def __init__(self, settings: ScanSettings, max_line_bytes: int) -> None:
+        self._base = make_matcher(settings.matcher)  # compiles (or loads) the database once
+        self._buffer_bytes, self._max_line = settings.buffer_bytes, max_line_bytes
+        self._threads = ThreadPoolExecutor(max_workers=_workers(settings), thread_name_prefix="crashcart-scan")
+        self._local = threading.local()
+        self._futures: dict[tuple[Path, str], Future[FileScan]] = {}
+
+    def __enter__(self) -> ScanPool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def offer(self, member: Member) -> None:
+        """``extract.OnMember``: start on a file just written, unless its name says it is never scanned."""
+        if may_be_scanned(member.path):
+            self.submit(member.physical, member.path)
+
+    def submit(self, physical: Path, path: str) -> None:
+        if (physical, path) not in self._futures:
+            self._futures[physical, path] = self._threads.submit(self._scan, physical, path)
+
+    def results(self, jobs: list[tuple[Path, str]]) -> Iterator[FileScan]:
+        """The scans of ``jobs`` (physical, path) as they complete; those not submitted yet are, in order.
+        Files submitted but not among ``jobs`` (classified as not scanned after all) are cancelled."""
+        for physical, path in jobs:
+            self.submit(physical, path)
+        wanted = set(jobs)
+        for key, fut in self._futures.items():
+            if key not in wanted:
+                fut.cancel()
+        for fut in as_completed([self._futures[job] for job in jobs]):
+            yield fut.result()
+
+    def close(self) -> None:
+        """Stop: files not started are dropped, running scans are waited for. Idempotent."""
+        self._threads.shutdown(wait=True, cancel_futures=True)
+
+    def _scan(self, physical: Path, path: str) -> FileScan:
+        matcher: Matcher | None = getattr(self._local, "matcher", None)
+        if matcher is None:
+            matcher = self._local.matcher = self._base.clone()
+        return scan_file(matcher, physical, path, buffer_bytes=self._buffer_bytes, max_line_bytes=self._max_line)
 
 
 def _telemetry(bundle: Bundle, path: str, host: str | None, lines: int, ids: IdSource, result: ScanResult) -> None:
