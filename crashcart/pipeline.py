@@ -92,9 +92,10 @@ async def diagnose(
         with _stage("group", t, on_stage):
             groups = group_findings(findings)
         with _stage("reduce", t, on_stage):
-            diagnosis = reduce_offline(groups, findings, topo, last)
-            if llm is not None:
-                diagnosis = await llm.reduce(groups, findings, diagnosis, topo)
+            if llm is None:
+                diagnosis = reduce_offline(groups, findings, topo, last)
+            else:
+                diagnosis = await llm.reduce(groups, findings, topo, last)
                 diagnosis = diagnosis.model_copy(
                     update={"reasoning": [*llm.notes, *diagnosis.reasoning], "partial": llm.partial}
                 )

@@ -318,3 +318,47 @@ def test_cli_malformed_setting_is_one_line(monkeypatch: pytest.MonkeyPatch, caps
     assert main(["list"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("configuration: CRASHCART_LLM_TIMEOUT_S") and "\n" not in err
+
+
+def reduce_with(build: Any) -> Any:
+    """A responder: the stand-in for swarm calls, ``build(hint_ids)`` for the reduce call."""
+
+    def respond(req: dict[str, Any]) -> Reply:
+        if role_of(req) != "reduce":
+            return stand_in(req)
+        hint = re.search(r"HINT 1: class=\S+ evidence=(\S+)", request_text(req))
+        return answer(build(hint.group(1).split(",") if hint else []))
+
+    return respond
+
+
+async def test_a_model_that_disagrees_is_capped_and_the_deterministic_answer_kept_as_a_hypothesis(
+    tmp_path: Path, fake: FakeOpenAI
+) -> None:
+    fake.default = reduce_with(
+        lambda ids: {
+            "root_class": "gpu_thermal_power_throttling",
+            "summary": "it was hot",
+            "root_evidence_ids": ids[:1],
+            "confidence": 0.97,
+        }
+    )
+    doc = (await run(llm_settings(tmp_path, fake))).document
+    assert doc.root_cause.class_ == "gpu_thermal_power_throttling" and doc.stats.llm.reduced_by_model
+    assert doc.root_cause.confidence <= 0.6
+    assert doc.hypotheses[0].class_ == "gpu_fallen_off_bus" and "deterministic" in doc.hypotheses[0].why_not
+    assert shown_citations_verified(doc)
+
+
+async def test_a_reduce_answer_citing_evidence_it_was_not_shown_is_rejected(tmp_path: Path, fake: FakeOpenAI) -> None:
+    fake.default = reduce_with(
+        lambda ids: {
+            "root_class": "gpu_memory_ecc_uncorrectable",
+            "summary": "ecc",
+            "root_evidence_ids": ["E99999", "made-up"],
+            "confidence": 0.9,
+        }
+    )
+    doc = (await run(llm_settings(tmp_path, fake))).document
+    assert doc.root_cause.class_ == "gpu_fallen_off_bus" and not doc.stats.llm.reduced_by_model
+    assert any("rejected" in r and "deterministic engine answered" in r for r in doc.reasoning)

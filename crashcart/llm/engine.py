@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from crashcart.bundle import Bundle
 from crashcart.causal import RankLast
+from crashcart.group import group_findings
 from crashcart.llm.client import AnswerCache, BudgetExhausted, CallFailed, ModelClient
 from crashcart.llm.prompts import prompt_version
 from crashcart.llm.reduce import ReduceRejected, reduce_llm
@@ -19,6 +20,7 @@ from crashcart.llm.vision import VisionResult, read_dashboards
 from crashcart.llm.windows import build_windows, chunk_windows, occurrences
 from crashcart.models import Diagnosis, DocLLMStats, Finding, Group, Topology
 from crashcart.redact import POLICY_VERSION
+from crashcart.reduce import reduce_offline
 from crashcart.settings import LlmSettings
 from crashcart.topology import attribute
 
@@ -59,8 +61,13 @@ class LlmEngine:
         return attribute(s.findings, topo)
 
     async def reduce(
-        self, groups: list[Group], findings: list[Finding], offline: Diagnosis, topo: Topology
+        self, groups: list[Group], findings: list[Finding], topo: Topology, last: dict[int, RankLast]
     ) -> Diagnosis:
+        """The reduce model's diagnosis over every group; the deterministic one (from rule findings only, so
+        a model finding never sways it) is its hint and the answer whenever the model's cannot be used."""
+        rules = [f for f in findings if f.source != "llm"]
+        rule_groups = groups if len(rules) == len(findings) else group_findings(rules)
+        offline = reduce_offline(rule_groups, rules, topo, last)
         if self.client.unavailable:
             self.notes.append("the model endpoint was unavailable; the deterministic engine answered")
             return offline
