@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, NamedTuple
 
-from crashcart import DiagnosisDocument, RunbookRecord, redact_text
+from crashcart import DiagnosisDocument, RunbookRecord, llm_summary, redact_text
 
 Block = dict[str, Any]
 
@@ -133,7 +133,8 @@ def unverified_count(doc: DiagnosisDocument) -> int:
         cited += contributing.citations
     for symptom in doc.symptoms:
         cited += symptom.citations
-    return sum(1 for c in cited if not c.verified) + doc.stats.citations_dropped
+    # stats.citations_dropped counts every cited id that failed, including those still listed as unverified
+    return max(sum(1 for c in cited if not c.verified), doc.stats.citations_dropped)
 
 
 def culprit_text(doc: DiagnosisDocument) -> str:
@@ -199,6 +200,9 @@ def diagnosis_message(doc: DiagnosisDocument) -> Message:
     if doc.partial:
         note += " · partial answer"
     blocks.append(context(note))
+    models = llm_summary(stats.llm)
+    if models:
+        blocks.append(context(escape(models)))
     text = clip(f"Root cause: {root.class_} — {redact_for_slack(root.summary)}", MAX_FALLBACK)
     return Message(text, fit(blocks))
 

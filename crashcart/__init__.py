@@ -23,6 +23,7 @@ from crashcart.errors import (
 from crashcart.models import DiagnosisDocument, Evidence, Finding, Group
 from crashcart.pipeline import Outcome, diagnose
 from crashcart.redact import redact_text
+from crashcart.report.document import llm_summary
 from crashcart.report.postmortem import render_postmortem
 from crashcart.report.runbook import render_runbook_md
 from crashcart.report.timeline import render_timeline
@@ -62,6 +63,7 @@ __all__ = [
     "approve_runbook",
     "diagnose",
     "get_runbook",
+    "llm_summary",
     "open_bundle",
     "redact_text",
     "reject_runbook",

@@ -84,6 +84,21 @@ def test_only_verified_citations_are_shown(document: DiagnosisDocument) -> None:
     assert f"{len(forged)} citations could not be verified" in text
 
 
+def test_unverified_citations_are_counted_once_and_model_use_is_shown(document: DiagnosisDocument) -> None:
+    root = document.root_cause
+    bad = root.citations[0].model_copy(update={"verified": False, "status": "text_mismatch"})
+    llm = document.stats.llm.model_copy(update={"status": "ok", "calls": 3, "prompt_tokens": 9000, "cost_usd": 0.0021})
+    doc = document.model_copy(
+        update={
+            "root_cause": root.model_copy(update={"citations": [bad, *root.citations[1:]]}),
+            "stats": document.stats.model_copy(update={"citations_dropped": 1, "llm": llm}),
+        }
+    )
+    text = all_text(diagnosis_message(doc).blocks)
+    assert "1 citation could not be verified" in text  # in the document and in the stats: one citation
+    assert "models: 3 call(s), 9,000 tokens, $0.0021" in text
+
+
 def test_log_text_is_redacted_and_escaped(document: DiagnosisDocument) -> None:
     root = document.root_cause
     secret = root.citations[0].model_copy(
