@@ -25,7 +25,7 @@ from crashcart.models import BundleFile, ClockKind, FileKind, SkippedFile
 from crashcart.settings import BundleLimits
 
 SCANNED_KINDS: frozenset[FileKind] = frozenset({"rank_log", "combined_log", "kernel_log", "scheduler", "log"})
-HEAD_BYTES = 64 * 1024
+HEAD_BYTES = extract.HEAD_BYTES  # what classification reads of each file
 
 _ANSI = re.compile(rb"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
 _TRUNCATED = " …[line truncated]"
@@ -183,64 +183,102 @@ def _skip_rest_of_line(fh: Any) -> None:
 
 
 def open_bundle(
-    source: Path, work_dir: Path, limits: BundleLimits, on_member: extract.OnMember | None = None
+    source: Path,
+    work_dir: Path,
+    limits: BundleLimits,
+    on_member: extract.OnMember | None = None,
+    writer: extract.MemberWriter | None = None,
 ) -> Bundle:
     """Open ``source`` safely and classify what it holds. Raises ``BundleError`` subclasses.
 
-    ``on_member`` is told of each file as soon as it is on disk, before it is classified (see
-    ``extract.materialize``); ``may_be_scanned`` says cheaply whether it can be one the scan reads."""
+    ``on_member`` is told of each file as soon as ingest has it, before it is classified, and ``writer``
+    takes archive members' bytes (see ``extract.materialize``); ``may_be_scanned`` says cheaply whether a
+    file can be one the scan reads. An archive's members are classified while the rest is extracted."""
     work_dir.mkdir(parents=True, exist_ok=True)
-    mat = extract.materialize(source, work_dir, limits, on_member)
+    looks: dict[Path, _Look] = {}
+
+    def told(member: extract.Member, head: bytes | None) -> None:
+        if on_member is not None:
+            on_member(member, head)
+        if head is not None and not _is_utf16(head):
+            looks[member.physical] = _look(member.path, head, limits.max_line_bytes)
+
+    mat = extract.materialize(source, work_dir, limits, told, writer)
     cleanup = [mat.work] if mat.work is not None else []
     try:
-        return _classify_all(source, mat, work_dir, limits, cleanup)
+        return _classify_all(source, mat, work_dir, limits, cleanup, looks)
     except BaseException:
         for d in cleanup:
             shutil.rmtree(d, ignore_errors=True)
         raise
 
 
+@dataclass(frozen=True)
+class _Look:
+    """What a file's first ``HEAD_BYTES`` say about it: its classification but for the manifest's part."""
+
+    kind: FileKind | None
+    note: str | None
+    lines: list[str]
+    rank: int | None
+    clock: ClockKind
+
+
+def _look(path: str, head: bytes, max_line_bytes: int) -> _Look:
+    kind, note = _kind_of(path, head)
+    if kind is None:
+        return _Look(None, note, [], None, "none")
+    lines = _head_lines(head, max_line_bytes)
+    found = clock.detect_clock(lines) if kind in SCANNED_KINDS else "none"
+    return _Look(kind, note, lines, _rank_of(path, kind, lines), found)
+
+
 def _classify_all(
-    source: Path, mat: extract.Materialized, work_dir: Path, limits: BundleLimits, cleanup: list[Path]
+    source: Path,
+    mat: extract.Materialized,
+    work_dir: Path,
+    limits: BundleLimits,
+    cleanup: list[Path],
+    looks: dict[Path, _Look] | None = None,
 ) -> Bundle:
+    """Classify every member: from ``looks`` (taken while extracting) where there, else from its head."""
     if not mat.members:
         raise EmptyBundle(f"{source.name} holds no files")
     skipped = list(mat.skipped)
     physical: dict[str, Path] = {}
     heads: dict[str, list[str]] = {}
     manifest: Manifest | None = None
-    pending: list[tuple[extract.Member, bytes]] = []
+    looked: list[tuple[extract.Member, _Look]] = []
     for m in mat.members:
-        head = _read_head(m.physical)
-        if _is_utf16(head):
-            new = _transcode_utf16(m.physical, work_dir, cleanup)
-            physical[m.path] = new
-            head = _read_head(new)
-        else:
-            physical[m.path] = m.physical
-        pending.append((m, head))
+        physical[m.path] = m.physical
+        look = (looks or {}).get(m.physical)
+        if look is None:
+            head = _read_head(m.physical)
+            if _is_utf16(head):
+                physical[m.path] = _transcode_utf16(m.physical, work_dir, cleanup)
+                head = _read_head(physical[m.path])
+            look = _look(m.path, head, limits.max_line_bytes)
+        looked.append((m, look))
         if _is_manifest(m.path):
             manifest = _parse_manifest(physical[m.path])
 
     files: list[BundleFile] = []
-    for m, head in pending:
-        kind, note = _kind_of(m.path, head)
-        if kind is None:
-            skipped.append(SkippedFile(path=m.path, reason=note or "not a log"))
+    for m, look in looked:
+        if look.kind is None:
+            skipped.append(SkippedFile(path=m.path, reason=look.note or "not a log"))
             physical.pop(m.path, None)
             continue
-        lines = _head_lines(head, limits.max_line_bytes)
-        heads[m.path] = lines
+        heads[m.path] = look.lines
         files.append(
             BundleFile(
                 path=m.path,
-                kind=kind,
+                kind=look.kind,
                 size=m.size,
-                host=_host_of(m.path, kind, lines, manifest),
-                rank=_rank_of(m.path, kind, lines),
-                clock=clock.detect_clock(lines) if kind in SCANNED_KINDS else "none",
+                host=_host_of(m.path, look.kind, look.lines, manifest),
+                rank=look.rank,
+                clock=look.clock,
                 compressed=m.compressed,
-                note=note,
+                note=look.note,
             )
         )
     if not any(f.kind in SCANNED_KINDS or f.kind == "telemetry" for f in files):

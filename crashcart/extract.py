@@ -8,8 +8,10 @@ never extracted wholesale: unsafe names reject the bundle, links and devices are
 from __future__ import annotations
 
 import bz2
+import errno
 import gzip
 import lzma
+import mmap
 import os
 import re
 import shutil
@@ -17,6 +19,7 @@ import stat
 import struct
 import tarfile
 import tempfile
+import threading
 import time
 import zipfile
 import zlib
@@ -30,12 +33,13 @@ from crashcart.errors import BundleNotFound, BundleTooLarge, CorruptBundle, Empt
 from crashcart.models import SkippedFile
 from crashcart.settings import BundleLimits
 
-__all__ = ["Materialized", "Member", "OnMember", "materialize"]
+__all__ = ["DirectFile", "Materialized", "Member", "MemberSink", "MemberWriter", "OnMember", "materialize"]
 
 SourceKind = Literal["dir", "tar", "zip", "file"]
 _Compression = Literal["gz", "bz2", "xz"]
 
 BLOCK = 1024 * 1024
+HEAD_BYTES = 64 * 1024  # the first bytes of a member that ``OnMember`` is given, when we hold them
 _TAR_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tbz2", ".tbz", ".tar.xz", ".txz")
 _ARCHIVE_SUFFIXES = (*_TAR_SUFFIXES, ".zip")
 _ZIP_MAGIC = (b"PK\x03\x04", b"PK\x05\x06", b"PK\x07\x08")
@@ -105,7 +109,36 @@ class Materialized:
         self.cleanup()
 
 
-OnMember = Callable[[Member], None]  # told of each member as soon as its bytes are complete on disk
+# Told of each member once its bytes are all written (or all handed to the ``MemberWriter``, which has them
+# on disk by the time ``materialize`` returns), with its first ``HEAD_BYTES`` when they passed through our
+# hands (archive members, ``.gz`` files), else None (files read in place).
+OnMember = Callable[[Member, bytes | None], None]
+
+
+class MemberSink(Protocol):
+    """Takes one archive member's bytes, in order, once they passed every check."""
+
+    def write(self, data: bytes, /) -> None: ...
+
+    def close(self, complete: bool) -> None:
+        """No more bytes; ``complete`` False: extraction failed midway (the file is removed with the rest)."""
+        ...
+
+
+class MemberWriter(Protocol):
+    """Where archive members' bytes go instead of straight into their files (see ``materialize``)."""
+
+    def open(self, path: str, dest: Path) -> MemberSink:
+        """A sink for member ``path``, whose bytes belong in ``dest`` (a new file in the work directory)."""
+        ...
+
+    def finish(self) -> None:
+        """Return once every member opened is complete on disk; raise what failed to write one."""
+        ...
+
+    def abort(self) -> None:
+        """Extraction failed: return once nothing writes into the work directory any more."""
+        ...
 
 
 class _Reader(Protocol):
@@ -125,14 +158,22 @@ class _BadMember(Exception):
         self.reason = reason
 
 
-def materialize(source: Path, work_dir: Path, limits: BundleLimits, on_member: OnMember | None = None) -> Materialized:
+def materialize(
+    source: Path,
+    work_dir: Path,
+    limits: BundleLimits,
+    on_member: OnMember | None = None,
+    writer: MemberWriter | None = None,
+) -> Materialized:
     """Make every file of ``source`` readable on disk, safely and within ``limits``.
 
     :param source: a directory, a ``.tar[.gz|.bz2|.xz]``/``.tgz``/``.zip`` archive, a log or a ``.gz`` log.
     :param work_dir: where a fresh extraction directory is created when anything must be written.
-    :param on_member: called with each member as soon as it is complete on disk, while the rest of an
-        archive is still being read (so that a caller can start scanning it); if ``materialize`` then
-        raises, the members it announced are already removed.
+    :param on_member: called with each member (``OnMember``) while the rest of an archive is still being
+        read, so that a caller can start on it; if ``materialize`` then raises, the members it announced
+        are already removed.
+    :param writer: receives the bytes of archive members (not ``.gz`` ones) instead of their files, e.g. to
+        scan them on other threads while writing them; ``materialize`` returns once it has finished.
     :raises BundleNotFound, BundleTooLarge, UnsafeBundlePath, CorruptBundle, EmptyBundle:
     """
     if not source.exists():
@@ -141,7 +182,7 @@ def materialize(source: Path, work_dir: Path, limits: BundleLimits, on_member: O
     source = source.resolve()
     if not (source.is_dir() or source.is_file()):
         raise BundleNotFound(f"{source} is not a regular file or directory; pass a bundle path")
-    b = _Builder(source, name, work_dir, limits, on_member)
+    b = _Builder(source, name, work_dir, limits, on_member, writer)
     try:
         if source.is_dir():
             _walk_dir(b)
@@ -306,6 +347,7 @@ class _Builder:
     work_dir: Path
     limits: BundleLimits
     on_member: OnMember | None = None
+    writer: MemberWriter | None = None
     packed: int | None = None  # compressed size of an archive source, for the global ratio cap
     members: list[Member] = field(default_factory=list)
     skipped: list[SkippedFile] = field(default_factory=list)
@@ -400,7 +442,7 @@ class _Builder:
             return
         self._count()
         self._grow(path, st.st_size, st.st_size)
-        self._add(Member(path, physical, st.st_size, False, st.st_mtime))
+        self._add(Member(path, physical, st.st_size, False, st.st_mtime), None)
 
     def copy(self, path: str, reader: _Reader, size: int, mtime: float | None) -> None:
         """Copy an archive member into the work directory in bounded blocks."""
@@ -411,12 +453,20 @@ class _Builder:
         self._count()
         dest = self._dest(path)
         written = 0
-        with dest.open("xb") as out:
+        head = b""
+        sink = self.writer.open(path, dest) if self.writer is not None else _FileSink(dest)
+        try:
             while block := reader.read(BLOCK):
                 written += len(block)
                 self._grow(path, len(block), written)
-                out.write(block)
-        self._add(Member(path, dest, written, False, mtime))
+                sink.write(block)
+                if len(head) < HEAD_BYTES:
+                    head += block[: HEAD_BYTES - len(head)]
+        except BaseException:
+            sink.close(complete=False)
+            raise
+        sink.close(complete=True)
+        self._add(Member(path, dest, written, False, mtime), head)
 
     def take_gz(self, path: str, reader: _Reader, packed: int, mtime: float | None) -> None:
         """Decompress a ``.gz`` member into the work directory; a bad one is skipped, not fatal."""
@@ -425,6 +475,7 @@ class _Builder:
         self._count()
         dest = self._dest(path)
         written = 0
+        head = b""
         try:
             with dest.open("xb") as out, gzip.GzipFile(fileobj=reader, mode="rb") as gz:
                 while True:
@@ -440,17 +491,19 @@ class _Builder:
                     self._grow(path, len(block), written)
                     self._inflate(len(block), written, packed)
                     out.write(block)
+                    if len(head) < HEAD_BYTES:
+                        head += block[: HEAD_BYTES - len(head)]
         except _BadMember as exc:
             dest.unlink(missing_ok=True)
             self._files.discard(path)
             self.skip(path, exc.reason)
             return
-        self._add(Member(path, dest, written, True, mtime))
+        self._add(Member(path, dest, written, True, mtime), head)
 
-    def _add(self, member: Member) -> None:
+    def _add(self, member: Member, head: bytes | None) -> None:
         self.members.append(member)
         if self.on_member is not None:
-            self.on_member(member)
+            self.on_member(member, head)
 
     def take_file_gz(self, path: str, physical: Path, st: os.stat_result | None) -> None:
         """A ``.gz`` file on disk: the whole source (``st`` None: errors are fatal) or a directory member."""
@@ -471,6 +524,8 @@ class _Builder:
             raise CorruptBundle(f"{self.label} cannot be used: {bad.reason}; re-create it")
 
     def finish(self, kind: SourceKind) -> Materialized:
+        if self.writer is not None:
+            self.writer.finish()
         if not self.members:
             self.abort()
             if self.skipped:
@@ -485,9 +540,113 @@ class _Builder:
         return Materialized(self.source, kind, self.members, self.skipped, self.work)
 
     def abort(self) -> None:
+        if self.writer is not None:
+            self.writer.abort()
         if self.work is not None:
             shutil.rmtree(self.work, ignore_errors=True)
             self.work = None
+
+
+class _FileSink:
+    def __init__(self, dest: Path) -> None:
+        self._out = dest.open("xb")
+
+    def write(self, data: bytes, /) -> None:
+        self._out.write(data)
+
+    def close(self, complete: bool) -> None:
+        self._out.close()
+
+
+_ALIGN = 4096  # O_DIRECT wants file offsets, lengths and memory aligned (512 on most disks; 4096 is safe)
+_staging = threading.local()
+
+
+class DirectFile:
+    """A new file written around the page cache (``O_DIRECT``, where the OS and file system allow it).
+
+    For bytes the caller holds in memory already (an archive member being scanned): buffered writes would
+    also put a second copy in the page cache, and on a VM whose free memory is handed back to the host
+    (virtio-balloon free page reporting) taking those pages back costs more than the write itself
+    (measured: 1 GiB in 1.4 s of system time, against 0.13 s with ``O_DIRECT`` while the disk works).
+    Whole aligned blocks go through a page-aligned staging buffer (one per thread, reused); the last,
+    partial one is padded and the file then cut to its size. Falls back to plain writes when refused."""
+
+    def __init__(self, dest: Path) -> None:
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
+        self._direct = getattr(os, "O_DIRECT", 0)
+        try:
+            self._fd = os.open(dest, flags | self._direct, 0o666)
+        except OSError as exc:
+            if not self._direct or exc.errno != errno.EINVAL:
+                raise
+            self._direct = 0  # e.g. a file system without direct I/O
+            self._fd = os.open(dest, flags, 0o666)
+        self._size = 0
+        self._fill = 0  # bytes waiting in the staging buffer
+
+    def __enter__(self) -> DirectFile:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def write(self, data: bytes | bytearray | memoryview, /) -> None:
+        view = memoryview(data).cast("B")
+        self._size += len(view)
+        if not self._direct:
+            _write_all(self._fd, view)
+            return
+        stage = _stage()
+        while view:
+            n = min(len(view), len(stage) - self._fill)
+            stage[self._fill : self._fill + n] = view[:n]
+            self._fill += n
+            view = view[n:]
+            if self._fill == len(stage):
+                self._flush(len(stage))
+
+    def close(self) -> None:
+        if self._fd < 0:
+            return
+        try:
+            if self._fill:
+                padded = -(-self._fill // _ALIGN) * _ALIGN
+                stage = _stage()
+                stage[self._fill : padded] = bytes(padded - self._fill)
+                self._flush(padded)
+                os.ftruncate(self._fd, self._size)
+        finally:
+            os.close(self._fd)
+            self._fd = -1
+
+    def _flush(self, n: int) -> None:
+        with memoryview(_stage()) as stage:
+            try:
+                _write_all(self._fd, stage[:n])
+            except OSError as exc:
+                if exc.errno != errno.EINVAL:
+                    raise
+                # direct I/O refused after all: write this block, and the rest, through the page cache
+                import fcntl  # only where O_DIRECT exists (Linux)
+
+                fcntl.fcntl(self._fd, fcntl.F_SETFL, fcntl.fcntl(self._fd, fcntl.F_GETFL) & ~self._direct)
+                self._direct = 0
+                _write_all(self._fd, stage[:n])
+        self._fill = 0
+
+
+def _stage() -> mmap.mmap:
+    """This thread's page-aligned staging buffer (anonymous mmap), made once."""
+    stage: mmap.mmap | None = getattr(_staging, "buffer", None)
+    if stage is None:
+        stage = _staging.buffer = mmap.mmap(-1, BLOCK)
+    return stage
+
+
+def _write_all(fd: int, view: memoryview) -> None:
+    while view:
+        view = view[os.write(fd, view) :]
 
 
 def _parents(path: str) -> list[str]:

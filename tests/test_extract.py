@@ -266,9 +266,17 @@ def test_each_member_is_announced_once_complete_on_disk(tmp_path: Path, work: Pa
         src = make_tar(tmp_path / f"b.{kind}", files.items(), "w:gz" if kind == "tgz" else "w")
     seen: list[tuple[str, bytes]] = []
 
-    mat = materialize(src, work, LIMITS, on_member=lambda m: seen.append((m.path, m.physical.read_bytes())))
+    heads: dict[str, bytes | None] = {}
+
+    def told(m: Member, head: bytes | None) -> None:
+        seen.append((m.path, m.physical.read_bytes()))
+        heads[m.path] = head
+
+    mat = materialize(src, work, LIMITS, on_member=told)
 
     assert sorted(seen) == [(m.path, m.physical.read_bytes()) for m in mat.members]  # complete when told
+    for m in mat.members:  # archives hand over the first bytes they hold; files read in place do not
+        assert heads[m.path] == (None if kind == "dir" and not m.compressed else m.physical.read_bytes()[:65536])
     assert sorted(p for p, _ in seen) == ["b.log", "k/dmesg.log.gz", "rank-0.log"]  # not the skipped zip
     assert reasons(mat) == {"x.zip": "nested archive (unpack it first)"}
 
@@ -279,7 +287,7 @@ def test_members_announced_before_a_failure_are_removed(tmp_path: Path, work: Pa
     cut.write_bytes(full.read_bytes()[: full.stat().st_size * 3 // 4])
     seen: list[Member] = []
     with pytest.raises(CorruptBundle):
-        materialize(cut, work, LIMITS, on_member=seen.append)
+        materialize(cut, work, LIMITS, on_member=lambda m, _: seen.append(m))
     assert seen and not any(m.physical.exists() for m in seen)
     assert list(work.iterdir()) == []
 
@@ -703,3 +711,19 @@ def test_damaged_archives_raise_only_bundle_errors(
             for m in mat.members:
                 assert m.physical.is_file() and m.physical.stat().st_size == m.size
             mat.cleanup()
+
+
+# --- writing around the page cache ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("sizes", [[0], [1], [4096], [5000, 1], [1 << 20, 3, (1 << 20) + 7]], ids=str)
+def test_direct_file_writes_exact_bytes(tmp_path: Path, sizes: list[int]) -> None:
+    from crashcart.extract import DirectFile
+
+    chunks = [os.urandom(n) for n in sizes]
+    with DirectFile(tmp_path / "f") as out:
+        for c in chunks:
+            out.write(memoryview(c))
+    assert (tmp_path / "f").read_bytes() == b"".join(chunks)
+    with pytest.raises(FileExistsError):
+        DirectFile(tmp_path / "f")

@@ -237,3 +237,38 @@ def test_read_ahead_passes_errors_to_the_reader() -> None:
         ahead.readinto(memoryview(buf))
     assert ahead.readinto(memoryview(buf)) == 0
     ahead.close()
+
+
+def test_feed_hands_bytes_over_and_a_failed_reader_unblocks_the_writer() -> None:
+    import threading
+
+    from crashcart.scan.reader import Feed
+
+    budget = threading.Semaphore(2)
+    feed = Feed(budget)
+    got = bytearray()
+
+    def read() -> None:
+        buf = bytearray(3)
+        while n := feed.readinto(memoryview(buf)):
+            got.extend(buf[:n])
+
+    t = threading.Thread(target=read)
+    t.start()
+    for part in (b"abcd", b"ef", b"g" * 10):
+        feed.write(part)
+    feed.close(complete=True)
+    t.join()
+    assert bytes(got) == b"abcdef" + b"g" * 10
+
+    failing = Feed(budget)
+    failing.write(b"x")
+    failing.write(b"y")  # the budget is spent: a third write would block until the reader takes one
+    error = OSError("disk full")
+    closer = threading.Timer(0.1, lambda: failing.close(complete=False))
+    closer.start()
+    failing.fail(error)  # drains (giving the budget back) until the writer's close
+    closer.join()
+    with pytest.raises(OSError, match="disk full"):
+        failing.write(b"z")
+    assert budget.acquire(blocking=False) and budget.acquire(blocking=False)

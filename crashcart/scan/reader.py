@@ -157,6 +157,64 @@ class ReadAhead:
         self._thread.join()
 
 
+@dataclass(frozen=True)
+class _End:
+    complete: bool
+
+
+class Feed:
+    """One archive member's bytes, handed from the thread reading the archive (which ``write``s them, an
+    ``extract.MemberSink``) to a thread scanning them (``scan_stream`` reads it).
+
+    ``budget`` bounds the chunks waiting in all the feeds that share it, so that the archive's reader can
+    run ahead into the next members (scanned by other threads) while memory stays bounded. If the scanning
+    side fails it calls ``fail``: the writer's next ``write`` raises that error, and the feed is drained so
+    that the writer is never left blocked."""
+
+    def __init__(self, budget: threading.Semaphore) -> None:
+        self._queue: queue.SimpleQueue[bytes | _End] = queue.SimpleQueue()
+        self._budget = budget
+        self._current = memoryview(b"")
+        self._done = False
+        self._error: BaseException | None = None
+
+    # the writing side
+    def write(self, data: bytes, /) -> None:
+        if self._error is not None:
+            raise self._error
+        self._budget.acquire()
+        self._queue.put(data)
+
+    def close(self, complete: bool) -> None:
+        self._queue.put(_End(complete))
+
+    # the reading side
+    def readinto(self, buffer: memoryview, /) -> int:
+        if not self._current:
+            if self._done:
+                return 0
+            got = self._queue.get()
+            if isinstance(got, _End):
+                self._done = True
+                if not got.complete:
+                    raise EOFError("the archive stopped being read in the middle of this member")
+                return 0
+            self._budget.release()
+            self._current = memoryview(got)
+        n = min(len(buffer), len(self._current))
+        buffer[:n] = self._current[:n]
+        self._current = self._current[n:]
+        return n
+
+    def fail(self, error: BaseException) -> None:
+        self._error = error
+        while not self._done:
+            if isinstance(self._queue.get(), _End):
+                self._done = True
+            else:
+                self._budget.release()
+
+
 class _Scanner:
     """State of one pass over one file."""
 

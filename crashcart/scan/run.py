@@ -12,22 +12,23 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor, as_completed
+from concurrent.futures import Future, ThreadPoolExecutor, as_completed, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from crashcart import telemetry
 from crashcart.bundle import SCANNED_KINDS, Bundle, LineIndex, canonical_line, may_be_scanned, open_bundle
-from crashcart.extract import Member
+from crashcart.extract import DirectFile, Member
 from crashcart.models import Finding, SkippedFile
 from crashcart.scan.catalogue import load_catalogue
 from crashcart.scan.findings import IdSource, build_findings
 from crashcart.scan.matcher import Matcher, make_matcher
 from crashcart.scan.matcher import matcher_name as _matcher_name
-from crashcart.scan.reader import FileScan, scan_file
+from crashcart.scan.reader import Feed, FileScan, scan_file, scan_stream
 from crashcart.settings import BundleLimits, ScanSettings
 
 PARALLEL_MIN_BYTES = 16 * 1024 * 1024
+STREAM_AHEAD = 64  # archive chunks (1 MiB) decompressed but not scanned yet, at most, over all members
 TELEMETRY_MAX_LINES = 2_000_000
 
 Progress = Callable[[int, int], None]  # (bytes done, bytes total)
@@ -55,13 +56,14 @@ class ScanResult:
 def open_scanning(
     source: Path, work_dir: Path, limits: BundleLimits, settings: ScanSettings
 ) -> tuple[Bundle, ScanPool]:
-    """``open_bundle``, scanning each file from the moment it is on disk; pass the pool on to ``scan``.
+    """``open_bundle``, scanning every file while the bundle is opened; pass the pool on to ``scan``.
 
-    An archive's members are scanned while the rest is still being decompressed and written, a
-    directory's files while they are classified. Closing the bundle stops the pool."""
+    An archive's members are scanned from memory as they are decompressed, on the pool's threads, which
+    also write them to the work directory (around the page cache: ``extract.DirectFile``); a directory's
+    files are scanned while they are classified. Closing the bundle stops the pool."""
     pool = ScanPool(settings, limits.max_line_bytes)
     try:
-        bundle = open_bundle(source, work_dir, limits, on_member=pool.offer)
+        bundle = open_bundle(source, work_dir, limits, on_member=pool.offer, writer=pool)
     except BaseException:
         pool.close()
         raise
@@ -158,6 +160,8 @@ def _workers(settings: ScanSettings) -> int:
 class ScanPool:
     """Scan threads (``settings.workers``, default one per core) sharing one compiled catalogue, cloned
     per thread. A file is scanned once, in the order files are submitted; ``results`` collects them.
+    As an ``extract.MemberWriter`` it scans archive members from memory while they are extracted: the
+    thread reading the archive feeds each member to a pool thread, which scans and writes it.
 
     Threads, not processes: reading, sha256, hyperscan and numpy release the GIL, so threads use every
     core without forking, re-importing, recompiling the database or pickling results back; the Python
@@ -169,6 +173,8 @@ class ScanPool:
         self._threads = ThreadPoolExecutor(max_workers=_workers(settings), thread_name_prefix="crashcart-scan")
         self._local = threading.local()
         self._futures: dict[tuple[Path, str], Future[FileScan]] = {}
+        self._streams: list[Future[FileScan]] = []
+        self._ahead = threading.Semaphore(STREAM_AHEAD)
 
     def __enter__(self) -> ScanPool:
         return self
@@ -176,10 +182,25 @@ class ScanPool:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def offer(self, member: Member) -> None:
+    def offer(self, member: Member, head: bytes | None = None) -> None:
         """``extract.OnMember``: start on a file just written, unless its name says it is never scanned."""
         if may_be_scanned(member.path):
             self.submit(member.physical, member.path)
+
+    # extract.MemberWriter
+    def open(self, path: str, dest: Path) -> Feed:
+        out = DirectFile(dest)  # created here, by the thread reading the archive
+        feed = Feed(self._ahead)
+        fut = self._futures[dest, path] = self._threads.submit(self._stream, feed, out, path)
+        self._streams.append(fut)
+        return feed
+
+    def finish(self) -> None:
+        for fut in self._streams:
+            fut.result()
+
+    def abort(self) -> None:
+        wait(self._streams)
 
     def submit(self, physical: Path, path: str) -> None:
         if (physical, path) not in self._futures:
@@ -202,10 +223,30 @@ class ScanPool:
         self._threads.shutdown(wait=True, cancel_futures=True)
 
     def _scan(self, physical: Path, path: str) -> FileScan:
+        return scan_file(
+            self._matcher(), physical, path, buffer_bytes=self._buffer_bytes, max_line_bytes=self._max_line
+        )
+
+    def _stream(self, feed: Feed, out: DirectFile, path: str) -> FileScan:
+        try:
+            with out:
+                return scan_stream(
+                    self._matcher(),
+                    feed,
+                    path,
+                    buffer_bytes=self._buffer_bytes,
+                    max_line_bytes=self._max_line,
+                    sink=out.write,
+                )
+        except BaseException as exc:
+            feed.fail(exc)
+            raise
+
+    def _matcher(self) -> Matcher:
         matcher: Matcher | None = getattr(self._local, "matcher", None)
         if matcher is None:
             matcher = self._local.matcher = self._base.clone()
-        return scan_file(matcher, physical, path, buffer_bytes=self._buffer_bytes, max_line_bytes=self._max_line)
+        return matcher
 
 
 def _telemetry(bundle: Bundle, path: str, host: str | None, lines: int, ids: IdSource, result: ScanResult) -> None:
