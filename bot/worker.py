@@ -175,10 +175,11 @@ class Worker:
                     await self._analyse(job)
         except asyncio.CancelledError:
             raise  # a restart: the row stays pending and resumes
-        except TimeoutError:
-            if timeout is None or not timeout.expired():
-                raise
-            await self._fail(job, msg.TIMED_OUT.format(seconds=self._slack.job_timeout_s))
+        except TimeoutError as exc:
+            if timeout is not None and timeout.expired():
+                await self._fail(job, msg.TIMED_OUT.format(seconds=self._slack.job_timeout_s))
+            else:  # a Web API call hit the client's timeout: slack_sdk raises a plain TimeoutError
+                await self._fail(job, msg.SLACK_FAILED.format(error=_slack_error(exc)))
         except UploadTooLarge as exc:
             reason = msg.TOO_BIG.format(size=msg.human_size(exc.size), cap=msg.human_size(exc.cap))
             await self._fail(job, reason)
@@ -332,4 +333,6 @@ def _slack_error(exc: Exception) -> str:
     """Slack's error code, or the exception's class name: short, and never a token."""
     if isinstance(exc, SlackApiError):
         return str(exc.response.get("error", "unknown"))
+    if isinstance(exc, TimeoutError):
+        return "no answer in time"
     return type(exc).__name__

@@ -71,6 +71,7 @@ class FakeSlack:
     ws_acks: list[dict[str, Any]] = field(default_factory=list)
     ws_connections: int = 0
     holds: dict[str, asyncio.Event] = field(default_factory=dict)  # file id -> downloads wait until it is set
+    api_holds: dict[str, asyncio.Event] = field(default_factory=dict)  # Web API method -> answers wait until set
     _failures: dict[str, list[Failure]] = field(default_factory=dict)
     _ts: Any = field(default_factory=lambda: itertools.count(1))
     _ids: Any = field(default_factory=lambda: itertools.count(1))
@@ -96,7 +97,7 @@ class FakeSlack:
         return self
 
     async def stop(self) -> None:
-        for hold in self.holds.values():  # release held downloads, or shutdown waits for them
+        for hold in [*self.holds.values(), *self.api_holds.values()]:  # release them, or shutdown waits
             hold.set()
         if self._ws is not None:
             await self._ws.close()
@@ -210,6 +211,8 @@ class FakeSlack:
         headers = dict(request.headers)
         self.calls.append(Call(method, params, headers))
         await self._notify()
+        if method in self.api_holds:
+            await self.api_holds[method].wait()
         failures = self._failures.get(method)
         if failures:
             failure = failures.pop(0)
@@ -480,12 +483,20 @@ class BotUnderTest:
     envelope over the websocket. It returns ``(status, body)`` (Socket Mode: 200 and the ack's payload).
     """
 
-    def __init__(self, fake: FakeSlack, settings: Any, mode: str) -> None:
+    def __init__(self, fake: FakeSlack, settings: Any, mode: str, *, client: Any = None) -> None:
         from bot.main import BotRuntime
 
         self.fake = fake
         self.mode = mode
-        self.runtime = BotRuntime(settings, mode, port=0, host="127.0.0.1", ping_interval=5, status_interval_s=0.05)  # type: ignore[arg-type]
+        self.runtime = BotRuntime(
+            settings,
+            mode,  # type: ignore[arg-type]
+            port=0,
+            host="127.0.0.1",
+            client=client,
+            ping_interval=5,
+            status_interval_s=0.05,
+        )
 
     async def __aenter__(self) -> BotUnderTest:
         await self.runtime.start()

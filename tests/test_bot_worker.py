@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from fake_slack import BotUnderTest, FakeSlack, bot_settings, bundle_bytes, file_share_event
+from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.intake import DownloadError, download, find_job_bundle, token_hosts
 from bot.queue import JobQueue
@@ -85,6 +86,22 @@ async def test_a_job_over_its_time_fails_with_a_reason(fake: FakeSlack, tmp_path
         assert "the analysis took longer than 0 s (CRASHCART_BOT_JOB_TIMEOUT_S) and was stopped" in reply["text"]
         assert [j.state for j in jobs(bot)] == ["failed"]
     fake.holds[entry["id"]].set()
+
+
+async def test_a_slack_call_timing_out_fails_the_job(fake: FakeSlack, tmp_path: Path) -> None:
+    # slack_sdk raises a plain TimeoutError when a Web API call outlives the client's timeout;
+    # the job must fail with a short Slack reason, not stay "running" without a reply
+    fake.api_holds["files.info"] = asyncio.Event()  # files.info never answers
+    client = AsyncWebClient(token=fake.bot_token, base_url=fake.api_url, timeout=0.2)
+    entry = fake.add_file("slow-info.tar.gz", bundle_bytes())
+    async with BotUnderTest(fake, bot_settings(tmp_path, fake), "http", client=client) as bot:
+        await bot.deliver("events_api", file_share_event(CHANNEL, [entry], event_id="EvSlow", ts="5.000100"))
+        [reply] = await fake.wait_for(lambda: in_thread(fake, "5.000100", "❌"))
+        await bot.drain()
+        assert "Slack refused a request (no answer in time)" in reply["text"]
+        assert "Traceback" not in reply["text"] and "took longer than" not in reply["text"]
+        [job] = jobs(bot)
+        assert (job.state, job.error) == ("failed", "Slack refused a request (no answer in time)")
 
 
 async def test_an_upload_over_the_cap_is_refused_before_download(fake: FakeSlack, tmp_path: Path) -> None:
