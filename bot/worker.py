@@ -2,7 +2,9 @@
 
 Input: ``Job`` rows of ``bot.queue``; output: Slack messages and files in the job's thread. Bounded
 concurrency (``CRASHCART_BOT_MAX_JOBS``), a timeout per job, one task per job so a slow or failing
-job never holds up another. Every step records what it posted, so a resumed job never posts twice.
+job never holds up another. The analysis runs in a child process (``bot.analysis``) that the timeout
+kills; a job holds its slot until that process is gone. Every step records what it posted, so a
+resumed job does not repeat a finished step.
 This is one of the two places allowed to catch every exception: it logs the traceback and posts a
 short reason and a reference instead.
 """
@@ -15,6 +17,7 @@ import functools
 import logging
 import shutil
 import time
+from multiprocessing.process import BaseProcess
 from pathlib import Path
 
 import aiohttp
@@ -22,7 +25,8 @@ from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot import messages as msg
-from bot.blocks import Message, diagnosis_message, redact_for_slack, runbook_message, status_message
+from bot.analysis import Analysis, AnalysisDied, AnalysisFailed, analyse
+from bot.blocks import Message, diagnosis_message, runbook_message, status_message
 from bot.intake import (
     DownloadError,
     UploadTooLarge,
@@ -38,13 +42,9 @@ from bot.queue import Job, JobQueue
 from crashcart import (
     BundleNotFound,
     CrashCartError,
-    Outcome,
     Settings,
     Store,
-    diagnose,
     get_runbook,
-    render_postmortem,
-    render_timeline,
 )
 
 log = logging.getLogger(__name__)
@@ -120,6 +120,7 @@ class Worker:
         self._idle.set()
         self._closed = False
         self._work = settings.work_dir / "bot"
+        self.analysis_pids: dict[str, int] = {}  # job id -> its analysis process, while it runs
 
     def submit(self, job: Job) -> None:
         """Start running ``job`` (once: a job already running here is left alone)."""
@@ -185,6 +186,11 @@ class Worker:
             await self._fail(job, reason)
         except DownloadError as exc:
             await self._fail(job, msg.DOWNLOAD_FAILED.format(detail=exc))
+        except AnalysisFailed as exc:
+            await self._fail(job, exc.reason, incident_id=exc.incident_id)
+        except AnalysisDied as exc:
+            log.warning("the analysis process of %s ended without an answer (%s)", job.id, exc)
+            await self._fail(job, msg.ANALYSIS_DIED)
         except CrashCartError as exc:
             await self._fail(job, msg.error_reason(exc), incident_id=exc.incident_id)
         except (SlackApiError, SlackClientError, aiohttp.ClientError) as exc:
@@ -226,22 +232,24 @@ class Worker:
         status.stages.append("download" if job.kind == "upload" else "lookup")
         await status.push()  # "Analysing bundle X (N files, M MB)…" before the analysis starts
         try:
-            outcome = await diagnose(
+            result = await analyse(
                 path,
                 self._settings,
+                self._work / job.id / "analysis",
                 job_id=job.source if job.kind == "job" else None,
-                store=self._store,
                 on_stage=status.on_stage,
+                on_start=functools.partial(self._analysis_started, job.id),
             )
         finally:
+            self.analysis_pids.pop(job.id, None)
             await status.close()
-        doc = outcome.document
+        doc = result.document
         job = await asyncio.to_thread(self._queue.update, job.id, incident_id=doc.incident_id)
         if job.diagnosis_ts is None:
             resp = await self._post(job.channel, job.thread, diagnosis_message(doc))
             job = await asyncio.to_thread(self._queue.update, job.id, diagnosis_ts=str(resp["ts"]))
         if not job.files_done:
-            await self._upload_reports(job, outcome)
+            await self._upload_reports(job, result)
             job = await asyncio.to_thread(self._queue.update, job.id, files_done=True)
         if job.runbook_ts is None:
             record = await asyncio.to_thread(get_runbook, self._store, doc.incident_id)
@@ -258,6 +266,10 @@ class Worker:
             done += f" {msg.STATUS_RESUMED}"
         await status.push(done, done=True)
         await asyncio.to_thread(self._queue.update, job.id, state="done", error=None)
+
+    def _analysis_started(self, job_id: str, process: BaseProcess) -> None:
+        if process.pid is not None:
+            self.analysis_pids[job_id] = process.pid
 
     async def _fetch(self, job: Job) -> tuple[Path, int | None]:
         if job.kind == "job":
@@ -283,13 +295,10 @@ class Worker:
         )
         return dest, size
 
-    async def _upload_reports(self, job: Job, outcome: Outcome) -> None:
-        doc = outcome.document
-        postmortem = redact_for_slack(render_postmortem(doc, doc.runbook))
-        out = self._work / job.id / f"timeline-{doc.incident_id}.png"
-        out.parent.mkdir(parents=True, exist_ok=True)
-        png = await asyncio.to_thread(render_timeline, doc, out, series=outcome.series)
-        data = await asyncio.to_thread(png.read_bytes)
+    async def _upload_reports(self, job: Job, result: Analysis) -> None:
+        doc = result.document
+        postmortem = await asyncio.to_thread(result.postmortem.read_text, encoding="utf-8")
+        data = await asyncio.to_thread(result.timeline.read_bytes)
         await self._client.files_upload_v2(
             file_uploads=[
                 {"content": postmortem, "filename": f"postmortem-{doc.incident_id}.md", "title": "Postmortem draft"},

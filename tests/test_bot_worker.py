@@ -4,11 +4,14 @@ the per-job timeout and the upload cap, and the download's token rules."""
 from __future__ import annotations
 
 import asyncio
+import multiprocessing
+import os
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from aiohttp import web
 from fake_slack import BotUnderTest, FakeSlack, bot_settings, bundle_bytes, file_share_event
 from slack_sdk.web.async_client import AsyncWebClient
 
@@ -181,3 +184,85 @@ async def test_a_job_that_keeps_crashing_the_bot_is_given_up(fake: FakeSlack, tm
         assert "the analysis was interrupted 3 times; giving up" in reply["text"]
         assert [j.state for j in jobs(bot)] == ["failed"]
     assert fake.downloads == []
+
+
+class HangingModel:
+    """An OpenAI-compatible endpoint whose first chat completion never answers; later ones fail fast (500)."""
+
+    def __init__(self) -> None:
+        self.requests = 0
+        self.first = asyncio.Event()
+        self._release = asyncio.Event()
+        self._runner: web.AppRunner | None = None
+        self.base_url = ""
+
+    async def start(self) -> HangingModel:
+        app = web.Application()
+        app.router.add_post("/v1/chat/completions", self._chat)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        await web.TCPSite(self._runner, "127.0.0.1", 0).start()
+        self.base_url = f"http://127.0.0.1:{self._runner.addresses[0][1]}/v1"
+        return self
+
+    async def stop(self) -> None:
+        self._release.set()
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    async def _chat(self, request: web.Request) -> web.Response:
+        await request.read()
+        self.requests += 1
+        if self.requests == 1:
+            self.first.set()
+            await self._release.wait()
+        return web.json_response({"error": {"message": "overloaded", "type": "server_error"}}, status=500)
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+async def test_a_timed_out_analysis_is_killed_and_frees_its_slot(fake: FakeSlack, tmp_path: Path) -> None:
+    # the first job's analysis waits forever on a model call inside its own process; the timeout
+    # kills that process, and only then does the single slot go to the second job
+    model = await HangingModel().start()
+    settings = bot_settings(
+        tmp_path,
+        fake,
+        bot_max_jobs=1,
+        bot_job_timeout_s=3,
+        engine="llm",
+        llm_base_url=model.base_url,
+        llm_api_key="sk-test-not-a-real-key-0000000000",
+        swarm_model="swarm-m",
+        reduce_model="reduce-m",
+        vision_model="vision-m",
+        llm_max_retries=0,
+        llm_timeout_s=600,
+    )
+    hung = fake.add_file("hangs.tar.gz", bundle_bytes())
+    second = fake.add_file("second.tgz", bundle_bytes("driver-too-old"))
+    try:
+        async with BotUnderTest(fake, settings, "http") as bot:
+            assert bot.runtime.worker is not None
+            worker = bot.runtime.worker
+            await bot.deliver("events_api", file_share_event(CHANNEL, [hung], event_id="EvK1", ts="6.000100"))
+            [pid] = await fake.wait_for(lambda: list(worker.analysis_pids.values()))
+            await bot.deliver("events_api", file_share_event(CHANNEL, [second], event_id="EvK2", ts="7.000100"))
+            [reply] = await fake.wait_for(lambda: in_thread(fake, "6.000100", "❌"))
+            assert "took longer than 3 s (CRASHCART_BOT_JOB_TIMEOUT_S) and was stopped" in reply["text"]
+            assert model.first.is_set()  # it was stuck in the model call, not before
+            assert not alive(pid)
+            assert multiprocessing.active_children() == []
+            await fake.wait_for(lambda: in_thread(fake, "7.000100", "Dry-run runbook"), within=60)
+            await bot.drain()
+            assert {j.source: j.state for j in jobs(bot)} == {hung["id"]: "failed", second["id"]: "done"}
+            assert worker.analysis_pids == {} and multiprocessing.active_children() == []
+            assert not (settings.work_dir / "bot").exists() or not any((settings.work_dir / "bot").iterdir())
+    finally:
+        await model.stop()
