@@ -40,7 +40,7 @@ from bot.blocks import (
 )
 from bot.intake import JOB_ID, find_job_bundle, is_bundle_name
 from bot.queue import JobQueue
-from bot.worker import Worker
+from bot.worker import SLACK_ERRORS, Worker, slack_error
 from crashcart import (
     CrashCartError,
     IncidentNotFound,
@@ -57,6 +57,7 @@ from crashcart import (
 log = logging.getLogger(__name__)
 Mode = Literal["socket", "http"]
 DIAGNOSE_VERBS = frozenset({"diagnose", "analyse", "analyze"})
+CANNOT_POST = frozenset({"not_in_channel", "channel_not_found"})  # not invited; a DM between two people
 _MENTION = re.compile(r"<@[A-Z0-9]+(?:\|[^>]*)?>")
 
 
@@ -198,6 +199,14 @@ class Handlers:
         )
         if job is None:
             return plain_message(msg.ALREADY_QUEUED.format(name=f"job {job_id}"))
+        try:  # the status message starts the thread: posted now, so a refusal reaches the user
+            job = await self.worker.post_status(job)
+        except SLACK_ERRORS as exc:
+            error = slack_error(exc)
+            reason = msg.CANNOT_POST_HERE if error in CANNOT_POST else msg.SLACK_FAILED.format(error=error)
+            log.info("/crashcart diagnose in %s: cannot post (%s)", channel, error)
+            await asyncio.to_thread(self.queue.update, job.id, state="failed", error=reason)
+            return plain_message(reason if error in CANNOT_POST else f"{reason}. Nothing was queued.")
         self.worker.submit(job)
         return plain_message(msg.JOB_QUEUED.format(job_id=job_id))
 

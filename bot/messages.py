@@ -47,6 +47,10 @@ BAD_JOB_ID = "`{job_id}` is not a job id (letters, digits, `.`, `_` and `-` only
 JOB_NOT_FOUND = (
     "No bundle for job `{job_id}` in the jobs directory (`<job-id>/` or `<job-id>.tar.gz`, `.tgz`, `.tar`, `.zip`)."
 )
+CANNOT_POST_HERE = (
+    "I cannot post in this conversation: invite @crashcart to this channel first"
+    " (in a direct message between people, run the command in an incident channel instead)."
+)
 JOB_QUEUED = "Queued the analysis of job `{job_id}`; I will answer in a thread here."
 ALREADY_QUEUED = "The analysis of `{name}` is already queued or done in this channel."
 NO_INCIDENTS = "No incidents yet."

@@ -86,7 +86,7 @@ class StatusUpdater:
         try:
             await self._client.chat_update(channel=self._channel, ts=self._ts, text=message.text, blocks=message.blocks)
         except SLACK_ERRORS as exc:  # a stale status line must not fail the analysis
-            log.warning("status update failed: %s", _slack_error(exc))
+            log.warning("status update failed: %s", slack_error(exc))
 
     async def close(self) -> None:
         if self._task is not None:
@@ -180,7 +180,7 @@ class Worker:
             if timeout is not None and timeout.expired():
                 await self._fail(job, msg.TIMED_OUT.format(seconds=self._slack.job_timeout_s))
             else:  # a Web API call hit the client's timeout: slack_sdk raises a plain TimeoutError
-                await self._fail(job, msg.SLACK_FAILED.format(error=_slack_error(exc)))
+                await self._fail(job, msg.SLACK_FAILED.format(error=slack_error(exc)))
         except UploadTooLarge as exc:
             reason = msg.TOO_BIG.format(size=msg.human_size(exc.size), cap=msg.human_size(exc.cap))
             await self._fail(job, reason)
@@ -194,7 +194,7 @@ class Worker:
         except CrashCartError as exc:
             await self._fail(job, msg.error_reason(exc), incident_id=exc.incident_id)
         except (SlackApiError, SlackClientError, aiohttp.ClientError) as exc:
-            await self._fail(job, msg.SLACK_FAILED.format(error=_slack_error(exc)))
+            await self._fail(job, msg.SLACK_FAILED.format(error=slack_error(exc)))
         except Exception:  # the bot's edge: log the traceback, post a short reason
             log.exception("job %s failed", job.id)
             await self._fail(job, msg.INTERNAL)
@@ -213,11 +213,18 @@ class Worker:
         if job.kind == "upload" and job.size is not None and job.size > self._slack.max_upload_bytes:
             raise UploadTooLarge(job.size, self._slack.max_upload_bytes)
         if job.status_ts is None:
-            size = msg.human_size(job.size) if job.kind == "upload" else "from the jobs directory"
-            message = status_message(msg.STATUS_QUEUED.format(name=self._name(job), size=size))
-            resp = await self._post(job.channel, job.thread_ts, message)
-            job = await asyncio.to_thread(self._queue.update, job.id, status_ts=str(resp["ts"]))
+            job = await self.post_status(job)
         return job
+
+    async def post_status(self, job: Job) -> Job:
+        """Post the job's first status message ("waiting for a free worker") and record its ts.
+
+        :raises SlackApiError: and the other ``SLACK_ERRORS``: the bot cannot post there
+        """
+        size = msg.human_size(job.size) if job.kind == "upload" else "from the jobs directory"
+        message = status_message(msg.STATUS_QUEUED.format(name=self._name(job), size=size))
+        resp = await self._post(job.channel, job.thread_ts, message)
+        return await asyncio.to_thread(self._queue.update, job.id, status_ts=str(resp["ts"]))
 
     async def _analyse(self, job: Job) -> None:
         assert job.status_ts is not None and job.thread is not None
@@ -324,7 +331,7 @@ class Worker:
                 )
             await self._post(job.channel, current.thread, status_message(text))
         except SLACK_ERRORS as exc:
-            log.warning("could not post the failure of %s: %s", job.id, _slack_error(exc))
+            log.warning("could not post the failure of %s: %s", job.id, slack_error(exc))
         await asyncio.to_thread(self._queue.update, job.id, state="failed", error=reason, incident_id=incident)
 
     async def _post(self, channel: str, thread_ts: str | None, message: Message) -> dict[str, object]:
@@ -338,7 +345,7 @@ class Worker:
         return job.name or (f"job {job.source}" if job.kind == "job" else job.source)
 
 
-def _slack_error(exc: Exception) -> str:
+def slack_error(exc: Exception) -> str:
     """Slack's error code, or the exception's class name: short, and never a token."""
     if isinstance(exc, SlackApiError):
         return str(exc.response.get("error", "unknown"))

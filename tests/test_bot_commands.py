@@ -110,3 +110,19 @@ async def test_mentions(fake: FakeSlack, tmp_path: Path, jobs_dir: Path) -> None
 async def test_job_lookups_need_a_jobs_dir(fake: FakeSlack, tmp_path: Path) -> None:
     async with BotUnderTest(fake, bot_settings(tmp_path, fake), "http") as bot:
         assert (await command(bot, fake, f"diagnose {JOB}"))["text"].startswith("Job-id lookups are off")
+
+
+@pytest.mark.parametrize("error", ["not_in_channel", "channel_not_found"])
+async def test_diagnose_where_the_bot_cannot_post(fake: FakeSlack, tmp_path: Path, jobs_dir: Path, error: str) -> None:
+    # not invited to the channel, or a DM between two people: the user is told, instead of "Queued…" and silence
+    async with BotUnderTest(fake, bot_settings(tmp_path, fake, jobs_dir=jobs_dir), "http") as bot:
+        fake.fail_next("chat.postMessage", error=error)
+        answer = await command(bot, fake, f"diagnose {JOB}")
+        assert answer["text"].startswith("I cannot post in this conversation: invite @crashcart to this channel first")
+        assert answer["response_type"] == "ephemeral"
+        await bot.drain()
+        assert bot.runtime.queue is not None
+        [job] = bot.runtime.queue.jobs()
+        assert job.state == "failed" and job.status_ts is None
+        assert len(fake.calls_to("chat.postMessage")) == 1 and fake.messages == {}
+        assert len(fake.responses) == 1  # no "Queued…" before it
