@@ -14,7 +14,10 @@
     ├── StoreError                 sqlite problems, wrapped with the operation
     │   └── IncidentNotFound       no stored incident with that id
     ├── RunbookError               a runbook action was refused (e.g. the plan changed)
-    └── ConfigError                a setting is missing or malformed (the detail names it) -> CLI exit 2
+    ├── ConfigError                a setting is missing or malformed (the detail names it) -> CLI exit 2
+    └── ModelError                 a model call gave nothing usable; the LLM engine degrades, never raises it
+        ├── ModelCallFailed        no valid answer after retries and one repair (.unavailable: endpoint down)
+        └── BudgetExhausted        the incident's token or cost budget would be exceeded
 """
 
 from __future__ import annotations
@@ -76,3 +79,20 @@ class RunbookError(CrashCartError):
 
 class ConfigError(CrashCartError):
     """A setting is missing or malformed; the detail names the variable and what to set."""
+
+
+class ModelError(CrashCartError):
+    """A model call gave nothing usable. Handled inside the LLM engine (scan failure, partial, fallback)."""
+
+
+class ModelCallFailed(ModelError):
+    """No usable answer after retries and one repair; ``unavailable`` when the endpoint kept failing."""
+
+    def __init__(self, detail: str, *, unavailable: bool = False) -> None:
+        super().__init__(detail)
+        self.reason = detail
+        self.unavailable = unavailable
+
+
+class BudgetExhausted(ModelError):
+    """The incident's token or cost budget would be exceeded by the next call."""

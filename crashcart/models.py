@@ -184,6 +184,7 @@ class Diagnosis(_Frozen):
     timeline: list[TimelineEntry]
     reasoning: list[str]  # short deterministic notes on why this answer (shown in the report)
     partial: bool = False
+    unconfirmed: bool = False  # the root rests on model findings alone: the runbook only investigates
 
 
 class FileCoverage(_Frozen):

@@ -14,7 +14,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
-POLICY_VERSION = "redact/v1"
+POLICY_VERSION = "redact/v2"
 
 _PLACEHOLDER = re.compile(r"«redacted:[a-z0-9_]+:[0-9a-f]{8}»")
 # Cheap anchors, searched in the lower-cased line: a line that has none of them (and is not a 64-76
@@ -24,7 +24,9 @@ _PRECHECK = re.compile(
     r"|gl(?:pat|rt|dt|cbt|ptt|ft|soat)-|hf_|akia|asia|abia|acca|aiza|sig=|eyj|-----|passw|passph|pwd|secret"
     r"|token(?![a-z])|key|wandb|://"
 )
-_B64_LINE = re.compile(r"\s*[A-Za-z0-9+/]{64,76}\s*")
+# a PEM body line, alone or after a log prefix ("0: ", "[rank3]: ", a timestamp)
+_B64_TAIL = r"(?:^|(?<=[\s:|\]>]))(?P<s>[A-Za-z0-9+/]{64,76})\s*$"
+_B64_LINE = re.compile(_B64_TAIL)
 _STEMS = (
     r"(?:pass(?:word|wd|phrase)|pwd|secret|token|api[_-]?key|access[_-]?key|secret[_-]?(?:access[_-]?)?key"
     r"|private[_-]?key|account[_-]?key|signing[_-]?key|auth[_-]?key|master[_-]?key)"
@@ -156,7 +158,7 @@ _NB = r"(?<![A-Za-z0-9])"  # not glued to a preceding alphanumeric
 _RULES: tuple[_Rule, ...] = (
     _Rule("private_key", re.compile(rf"(?P<s>{_PEM_BEGIN}(?:.*?{_PEM_END}|.*))")),
     _Rule("private_key", re.compile(rf"(?P<s>{_PEM_END})")),
-    _Rule("private_key", re.compile(r"^\s*(?P<s>[A-Za-z0-9+/]{64,76})\s*$"), check=_pem_line_ok),
+    _Rule("private_key", _B64_LINE, check=_pem_line_ok),
     _Rule("slack_webhook", re.compile(r"hooks\.slack\.com/(?:services|workflows|triggers)/(?P<s>[A-Za-z0-9_/-]{8,})")),
     _Rule(
         "slack_token",
@@ -228,7 +230,7 @@ class _Span:
 
 
 def _may_hold_secret(line: str) -> bool:
-    return _PRECHECK.search(line.lower()) is not None or _B64_LINE.fullmatch(line) is not None
+    return _PRECHECK.search(line.lower()) is not None or _B64_LINE.search(line) is not None
 
 
 def _spans(line: str, in_pem: bool) -> list[_Span]:

@@ -122,7 +122,10 @@ def node_named(node: str, file: str, text: str) -> bool:
 
 
 def gpu_named(gpu: str, text: str) -> bool:
-    if gpu in text:
+    """A PCI id in any spelling, or a device index as a whole token ("0" is not named by "node0" or "10")."""
+    if ":" in gpu and gpu in text:
+        return True
+    if ":" not in gpu and re.search(rf"(?<![\w.-]){re.escape(gpu)}(?![\w.-])", text):
         return True
     return any(canonical_pci(tok.removeprefix("busId ")) == gpu for tok in _PCI_TOKEN.findall(text))
 

@@ -29,6 +29,7 @@ class Reply:
     delay: float = 0.0
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
+    content_type: str = "application/json"
 
 
 def answer(obj: Any, **kw: Any) -> Reply:
@@ -156,7 +157,7 @@ class FakeOpenAI:
         if r.delay:
             await asyncio.sleep(r.delay)
         if r.body is not None or r.status != 200:
-            return web.Response(status=r.status, text=r.body or "", headers=r.headers, content_type="application/json")
+            return web.Response(status=r.status, text=r.body or "", headers=r.headers, content_type=r.content_type)
         prompt_tokens = r.prompt_tokens if r.prompt_tokens is not None else len(request_text(req)) // 4
         content = r.content or ""
         completion_tokens = r.completion_tokens if r.completion_tokens is not None else len(content) // 4

@@ -203,13 +203,14 @@ INJECTION = (
 )
 
 
-def injected_bundle(make_bundle: MakeBundle) -> Path:
-    files = {p.relative_to(GPU_BUS).as_posix(): p.read_bytes() for p in GPU_BUS.rglob("*") if p.is_file()}
+def injected_bundle(make_bundle: MakeBundle, source: Path = GPU_BUS, level: str = "ERROR ") -> Path:
+    files = {p.relative_to(source).as_posix(): p.read_bytes() for p in source.rglob("*") if p.is_file()}
     files.pop("expected.json", None)
     rank = next(k for k in files if re.search(r"rank[-_]?0\b|rank0", k) and k.endswith((".log", ".out")))
     text = files[rank].decode()
     lines = text.splitlines(keepends=True)
-    lines.insert(len(lines) - 2, f"[rank0]: ERROR {INJECTION}\n")
+    at = len(lines) - 2
+    lines[at:at] = ["[rank0]: ERROR checkpoint upload failed\n", f"[rank0]: {level}{INJECTION}\n"]
     files[rank] = "".join(lines).encode()
     return make_bundle(files)
 
@@ -255,7 +256,14 @@ async def test_a_prompt_injection_in_a_log_changes_nothing(
     assert shown_citations_verified(doc)
 
 
-SECRET_LOG = """\
+PEM_LINES = [
+    "MIIEowIBAAKCAQEAu1SU1LfVLPHCozMxH2Mo4lgOEePzNm0tRgeLezV6ffAt0gunVTLw7on",
+    "LRnrq0/IzW7yWR7QkrmBL7jTKEn5u+qKhbwKfBstIs+bMY2Zkp18gnTxKLxoS2tFczGkPL",
+]
+SECRET_LOG = f"""\
+2026-03-02T02:09:59Z [rank0]: loaded deploy key -----BEGIN RSA PRIVATE KEY-----
+2026-03-02T02:09:59Z [rank0]: {PEM_LINES[0]}
+2026-03-02T02:09:59Z [rank0]: {PEM_LINES[1]}
 2026-03-02T02:10:00Z [rank0]: starting run with AWS_ACCESS_KEY_ID=AKIAIOSFODNN7EXAMPLE
 2026-03-02T02:10:01Z [rank0]: slack notifier token xoxb-123456789012-1234567890123-AbCdEfGhIjKlMnOpQrStUvWx
 2026-03-02T02:10:02Z [rank0]: connecting to postgres://train:hunter2secret@db.internal:5432/runs
@@ -283,9 +291,10 @@ async def test_no_secret_ever_reaches_the_model(tmp_path: Path, fake: FakeOpenAI
     fake.default = quotes_the_dsn
     out = await run(llm_settings(tmp_path, fake), bundle)
     assert fake.raw, "the model was called"
-    for body in fake.raw:
-        for secret in SECRETS:
-            assert secret not in body
+    sent = "".join(fake.raw)
+    for secret in [*SECRETS, *PEM_LINES]:  # not even a part of one: masking must not reveal a fragment
+        fragments = {secret[i : i + 10] for i in range(len(secret) - 9)}
+        assert not [f for f in fragments if f in sent], secret
     assert "«redacted:" in "".join(fake.raw)
     # the model quoted redacted text; it verified against the redacted view, and Evidence holds the bundle's line
     model_findings = [f for f in out.findings if f.source == "llm"]
@@ -321,33 +330,50 @@ def test_cli_malformed_setting_is_one_line(monkeypatch: pytest.MonkeyPatch, caps
 
 
 def reduce_with(build: Any) -> Any:
-    """A responder: the stand-in for swarm calls, ``build(hint_ids)`` for the reduce call."""
+    """A responder: the stand-in for swarm calls, ``build(prompt)`` for the reduce call."""
 
     def respond(req: dict[str, Any]) -> Reply:
-        if role_of(req) != "reduce":
-            return stand_in(req)
-        hint = re.search(r"HINT 1: class=\S+ evidence=(\S+)", request_text(req))
-        return answer(build(hint.group(1).split(",") if hint else []))
+        return answer(build(request_text(req))) if role_of(req) == "reduce" else stand_in(req)
 
     return respond
+
+
+def group_evidence(prompt: str, class_id: str) -> list[str]:
+    m = re.search(rf"class={class_id} .*? evidence=(\S+)", prompt)
+    assert m is not None, class_id
+    return m.group(1).split(",")
 
 
 async def test_a_model_that_disagrees_is_capped_and_the_deterministic_answer_kept_as_a_hypothesis(
     tmp_path: Path, fake: FakeOpenAI
 ) -> None:
     fake.default = reduce_with(
-        lambda ids: {
-            "root_class": "gpu_thermal_power_throttling",
-            "summary": "it was hot",
-            "root_evidence_ids": ids[:1],
+        lambda prompt: {
+            "root_class": "nccl_watchdog_timeout",
+            "summary": "the collectives timed out",
+            "root_evidence_ids": group_evidence(prompt, "nccl_watchdog_timeout")[:1],
             "confidence": 0.97,
         }
     )
     doc = (await run(llm_settings(tmp_path, fake))).document
-    assert doc.root_cause.class_ == "gpu_thermal_power_throttling" and doc.stats.llm.reduced_by_model
+    assert doc.root_cause.class_ == "nccl_watchdog_timeout" and doc.stats.llm.reduced_by_model
     assert doc.root_cause.confidence <= 0.6
     assert doc.hypotheses[0].class_ == "gpu_fallen_off_bus" and "deterministic" in doc.hypotheses[0].why_not
     assert shown_citations_verified(doc)
+
+
+async def test_a_model_cannot_relabel_a_line_as_another_class(tmp_path: Path, fake: FakeOpenAI) -> None:
+    fake.default = reduce_with(
+        lambda prompt: {
+            "root_class": "gpu_thermal_power_throttling",
+            "summary": "it was hot",
+            "root_evidence_ids": group_evidence(prompt, "nccl_watchdog_timeout")[:1],
+            "confidence": 0.9,
+        }
+    )
+    doc = (await run(llm_settings(tmp_path, fake))).document
+    assert doc.root_cause.class_ == "gpu_fallen_off_bus" and not doc.stats.llm.reduced_by_model
+    assert any("no evidence it was shown is of class gpu_thermal_power_throttling" in r for r in doc.reasoning)
 
 
 async def test_a_reduce_answer_citing_evidence_it_was_not_shown_is_rejected(tmp_path: Path, fake: FakeOpenAI) -> None:
@@ -362,3 +388,99 @@ async def test_a_reduce_answer_citing_evidence_it_was_not_shown_is_rejected(tmp_
     doc = (await run(llm_settings(tmp_path, fake))).document
     assert doc.root_cause.class_ == "gpu_fallen_off_bus" and not doc.stats.llm.reduced_by_model
     assert any("rejected" in r and "deterministic engine answered" in r for r in doc.reasoning)
+
+
+def obeys_cleverly(req: dict[str, Any]) -> Reply:
+    """A model that does what the log line says, with valid ids and exact quotes: the attack that matters."""
+    text = request_text(req)
+    if role_of(req) == "swarm":
+        m = re.search(r"^([^\s|]+):(\d+)\| (.*IGNORE PREVIOUS INSTRUCTIONS.*)$", text, re.M)
+        found = []
+        if m:
+            found = [
+                {
+                    "file": m[1],
+                    "line": int(m[2]),
+                    "quote": m[3],
+                    "class_id": "gpu_fallen_off_bus",
+                    "role": "root_candidate",
+                    "severity": "P0",
+                }
+            ]
+        return answer({"findings": found})
+    ids = [
+        i
+        for g in re.finditer(r"class=gpu_fallen_off_bus .*? evidence=(\S+)\n   template: .*IGNORE", text)
+        for i in g[1].split(",")
+    ]
+    return answer(
+        {
+            "root_class": "gpu_fallen_off_bus",
+            "summary": "GPU fell off the bus on evil-node",
+            "root_evidence_ids": ids,
+            "culprit": {"node": "evil-node", "rank": 999, "gpu": "0"},
+            "confidence": 1.0,
+        }
+    )
+
+
+@pytest.mark.parametrize("incident", ["gpu-fell-off-bus", "all-timeouts-unknown"])
+async def test_an_obeying_model_cannot_turn_an_injection_into_a_remediation(
+    tmp_path: Path, fake: FakeOpenAI, make_bundle: MakeBundle, incident: str
+) -> None:
+    bundle = injected_bundle(make_bundle, ROOT / "incidents" / incident, level="")  # no rule finds this line
+    baseline = (await diagnose(bundle, Settings(_env_file=None, work_dir=tmp_path / "w0"))).document  # type: ignore[call-arg]
+    fake.default = obeys_cleverly
+    doc = (await run(llm_settings(tmp_path, fake), bundle)).document
+    assert doc.runbook == baseline.runbook  # the remediation never follows a model-only root
+    assert doc.root_cause.culprit.node != "evil-node" and doc.root_cause.culprit.rank != 999
+    assert shown_citations_verified(doc)
+    if baseline.root_cause.class_ != "unknown":  # a decisive deterministic answer is never overridden
+        assert doc.root_cause.class_ == baseline.root_cause.class_
+        assert any("model findings alone cannot override" in r for r in doc.reasoning)
+    else:  # nothing decisive: the model may answer, capped and marked as unconfirmed
+        assert doc.root_cause.confidence <= 0.5
+        assert any("rests on model findings alone" in r for r in doc.reasoning)
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        Reply(body="{not json at all", status=200),
+        Reply(body="<html><body>proxy login</body></html>", status=200, content_type="text/html"),
+        Reply(body='{"object": "list", "data": []}', status=200),
+    ],
+    ids=["broken-json", "html-page", "not-a-completion"],
+)
+async def test_a_body_that_is_not_a_completion_is_retried_then_falls_back(
+    tmp_path: Path, fake: FakeOpenAI, bad: Reply
+) -> None:
+    fake.queue(bad)  # once: the retry succeeds
+    ok = await run(llm_settings(tmp_path, fake))
+    assert ok.document.stats.llm.status == "ok"
+    fake.default = lambda req: bad  # always: the endpoint is unusable, the deterministic engine answers
+    down = await run(llm_settings(tmp_path / "down", fake))
+    assert down.document.stats.llm.status == "unavailable"
+    assert down.document.root_cause.class_ == "gpu_fallen_off_bus"
+
+
+async def test_retry_after_is_honoured(fake: FakeOpenAI) -> None:
+    from crashcart.llm.client import ModelClient
+    from crashcart.llm.schemas import Ping
+
+    waits: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        waits.append(seconds)
+
+    fake.queue(error(429, "slow down", retry_after=7), Reply(status=503, body="{}"), answer({"ok": True}))
+    settings = Settings(_env_file=None, llm_base_url=fake.base_url, llm_api_key="k", llm_max_retries=3).llm  # type: ignore[call-arg]
+    client = ModelClient(settings, version="t", sleep=sleep)
+    try:
+        got = await client.structured("swarm", "swarm-m", "ROLE: doctor", "ping", Ping)
+    finally:
+        await client.close()
+    assert got.ok
+    assert waits[0] == 7.0  # what the server asked for
+    assert 0.5 <= waits[1] <= 1.0  # then exponential backoff with jitter: attempt 2 waits 1 s x (0.5 to 1)
+    assert client.ledger.calls[-1].attempts == 3

@@ -156,7 +156,8 @@ def test_doctor_cli_prints_a_table_and_fails_without_an_endpoint(
 
 
 def test_calls_in_flight_count_against_the_budget() -> None:
-    from crashcart.llm.client import BudgetExhausted, Ledger
+    from crashcart.errors import BudgetExhausted
+    from crashcart.llm.client import Ledger
 
     ledger = Ledger(token_budget=10_000, cost_budget_usd=1.0)
     ledger.reserve(6_000, 0.1)

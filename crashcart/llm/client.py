@@ -1,7 +1,7 @@
 """One way to call a model: structured answers, retries, budgets, a cache, a ledger of every call.
 
 ``ModelClient.structured(role, model, system, user, schema)`` returns a validated pydantic object or
-raises ``CallFailed`` (the caller records a scan failure or falls back) or ``BudgetExhausted``.
+raises ``ModelCallFailed`` (the caller records a scan failure or falls back) or ``BudgetExhausted``.
 Structured output is asked for as a JSON-schema ``response_format``; an endpoint that rejects it gets
 JSON mode with the schema in the prompt (remembered per model); an answer that does not validate gets
 one repair retry quoting the error. 429 (honouring ``Retry-After``), 5xx, timeouts and connection
@@ -22,8 +22,10 @@ from pathlib import Path
 from typing import Any, Literal, Protocol, TypeVar
 
 import openai
+from openai.types.chat import ChatCompletion
 from pydantic import BaseModel, ValidationError
 
+from crashcart.errors import BudgetExhausted, ModelCallFailed
 from crashcart.settings import LlmSettings
 
 T = TypeVar("T", bound=BaseModel)
@@ -32,20 +34,9 @@ Status = Literal["ok", "cached", "replayed", "repaired", "invalid", "error", "bu
 Content = str | list[dict[str, Any]]
 
 MAX_RETRY_AFTER_S = 30.0
+RETRY_STATUSES = frozenset({408, 409, 429})
+_THINK = re.compile(r"<think>.*?</think>", re.S)
 _FENCE = re.compile(r"^\s*```(?:json)?\s*(.*?)\s*```\s*$", re.S)
-
-
-class CallFailed(Exception):
-    """A call gave no usable answer after retries (and one repair); ``reason`` is one line."""
-
-    def __init__(self, reason: str, *, unavailable: bool = False) -> None:
-        super().__init__(reason)
-        self.reason = reason
-        self.unavailable = unavailable  # the endpoint could not be reached or kept failing
-
-
-class BudgetExhausted(Exception):
-    """The incident's token or cost budget would be exceeded by the next call."""
 
 
 class AnswerCache(Protocol):
@@ -145,7 +136,7 @@ def call_key(model: str, version: str, messages: list[dict[str, Any]], schema: t
 
 def parse_answer(content: str, schema: type[T]) -> T:
     """JSON (a fenced block is accepted) validated against ``schema``; raises ValueError/ValidationError."""
-    text = content.strip()
+    text = _THINK.sub("", content).strip()  # reasoning models may think aloud first
     fenced = _FENCE.match(text)
     if fenced:
         text = fenced.group(1)
@@ -201,7 +192,7 @@ class ModelClient:
         key = call_key(model, self.version, messages, schema)
         phash = key[:16]
         for source, status in ((self.cache, "cached"), (self.cassette, "replayed")):
-            stored = source.cache_get(key) if source is not None else None
+            stored = await asyncio.to_thread(source.cache_get, key) if source is not None else None
             if stored is not None:
                 try:
                     parsed = parse_answer(stored, schema)
@@ -211,18 +202,18 @@ class ModelClient:
                 return parsed
         if self.cassette is not None and self.cassette.mode == "replay":
             self.ledger.calls.append(CallRecord(role, model, phash, 0, 0, 0.0, 0.0, "error", error="not recorded"))
-            raise CallFailed(f"{role}: no recorded answer in {self.cassette.path.name} (record it first)")
+            raise ModelCallFailed(f"{role}: no recorded answer in {self.cassette.path.name} (record it first)")
         est_in = estimate_tokens(system) + estimate_tokens(user)
         hold = (2 * (est_in + limit), 2 * self.price(model, est_in, limit))  # a repair retry may double it
-        self.ledger.reserve(*hold)
-        try:
-            async with self._sem:
+        async with self._sem:  # only calls in flight hold budget, not those waiting for a slot
+            self.ledger.reserve(*hold)
+            try:
                 parsed, content = await self._ask(role, model, messages, schema, limit, phash)
-        finally:
-            self.ledger.release(*hold)
+            finally:
+                self.ledger.release(*hold)
         for sink in (self.cache, self.cassette):
             if sink is not None:
-                sink.cache_put(key, role, model, content)
+                await asyncio.to_thread(sink.cache_put, key, role, model, content)
         return parsed
 
     async def _ask(
@@ -247,7 +238,7 @@ class ModelClient:
             return parse_answer(content, schema), content
         except (ValueError, ValidationError) as exc:
             self._mark_last("invalid", _one_line(exc))
-            raise CallFailed(f"{role}: the answer did not validate after one repair ({_one_line(exc)})") from exc
+            raise ModelCallFailed(f"{role}: the answer did not validate after one repair ({_one_line(exc)})") from exc
 
     def _mark_last(self, status: Status, error: str) -> None:
         last = self.ledger.calls[-1]
@@ -284,7 +275,6 @@ class ModelClient:
         repair: bool = False,
     ) -> str:
         attempts, start = 0, time.perf_counter()
-        last_error = ""
         while True:
             attempts += 1
             fmt = self._format(model, schema)
@@ -307,20 +297,29 @@ class ModelClient:
             except (openai.AuthenticationError, openai.PermissionDeniedError, openai.NotFoundError) as exc:
                 self.unavailable = True
                 return self._fail(role, model, phash, attempts, start, _status_line(exc), unavailable=True)
-            except (openai.RateLimitError, openai.InternalServerError, openai.APIConnectionError) as exc:
-                last_error = _status_line(exc)
+            except (openai.APIStatusError, openai.APIError, ValueError) as exc:
+                # 429, 408, 5xx, timeouts, connection errors, and bodies that are not a completion (a proxy's
+                # HTML page, broken JSON) are retried; other statuses fail this call
+                if isinstance(exc, openai.APIStatusError) and not _retryable(exc.status_code):
+                    return self._fail(role, model, phash, attempts, start, _status_line(exc))
                 if attempts > self.settings.max_retries:
                     self.unavailable = True
-                    return self._fail(role, model, phash, attempts, start, last_error, unavailable=True)
+                    return self._fail(role, model, phash, attempts, start, _status_line(exc), unavailable=True)
                 await self._sleep(_backoff(exc, attempts))
                 continue
-            except openai.APIStatusError as exc:
-                return self._fail(role, model, phash, attempts, start, _status_line(exc))
+            if not isinstance(resp, ChatCompletion) or not resp.choices:
+                if attempts > self.settings.max_retries:
+                    self.unavailable = True
+                    return self._fail(
+                        role, model, phash, attempts, start, "no completion in the answer", unavailable=True
+                    )
+                await self._sleep(_backoff(None, attempts))
+                continue
             break
         usage = resp.usage
         p_tok = usage.prompt_tokens if usage else estimate_tokens(json.dumps(msgs))
         c_tok = usage.completion_tokens if usage else 0
-        content = resp.choices[0].message.content if resp.choices else None
+        content = resp.choices[0].message.content
         self.ledger.calls.append(
             CallRecord(
                 role,
@@ -341,7 +340,7 @@ class ModelClient:
     ) -> str:
         latency = round(time.perf_counter() - start, 3)
         self.ledger.calls.append(CallRecord(role, model, phash, 0, 0, latency, 0.0, "error", attempts, why))
-        raise CallFailed(f"{role}: {why}", unavailable=unavailable)
+        raise ModelCallFailed(f"{role}: {why}", unavailable=unavailable)
 
 
 def _with_schema(messages: list[dict[str, Any]], schema: type[BaseModel]) -> list[dict[str, Any]]:
@@ -351,18 +350,25 @@ def _with_schema(messages: list[dict[str, Any]], schema: type[BaseModel]) -> lis
     return [{"role": "system", "content": text + json.dumps(schema.model_json_schema())}, *rest]
 
 
+def _retryable(status: int) -> bool:
+    return status in RETRY_STATUSES or status >= 500
+
+
 def _about_format(exc: openai.BadRequestError) -> bool:
-    return bool(re.search(r"response_format|json_schema|schema|structured", str(exc), re.I))
+    return bool(re.search(r"response_format|json_schema|structured output", str(exc), re.I))
 
 
-def _backoff(exc: Exception, attempt: int) -> float:
+def _backoff(exc: Exception | None, attempt: int) -> float:
+    """``Retry-After`` / ``retry-after-ms`` when the server says (capped), else exponential with jitter."""
     response = getattr(exc, "response", None)
-    header = str(response.headers.get("retry-after") or "") if response is not None else ""
-    if header:
+    headers = response.headers if response is not None else {}
+    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
+        value = str(headers.get(name) or "")
         try:
-            return min(max(float(header), 0.0), MAX_RETRY_AFTER_S)
+            if value:
+                return min(max(float(value) * scale, 0.0), MAX_RETRY_AFTER_S)
         except ValueError:
-            pass
+            continue
     base: float = min(0.5 * 2.0 ** (attempt - 1), 8.0)
     return base * (0.5 + random.random() / 2)
 

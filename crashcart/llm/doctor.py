@@ -9,11 +9,13 @@ import base64
 import struct
 import zlib
 from dataclasses import dataclass
+from urllib.parse import urlsplit, urlunsplit
 
 import aiohttp
 import openai
 
-from crashcart.llm.client import CallFailed, ModelClient, Role
+from crashcart.errors import ModelCallFailed
+from crashcart.llm.client import ModelClient, Role
 from crashcart.llm.prompts import prompt_version
 from crashcart.llm.schemas import Ping
 from crashcart.settings import Settings
@@ -73,7 +75,16 @@ async def run_checks(settings: Settings) -> list[Check]:
     return checks
 
 
+def _shown(url: str) -> str:
+    """The URL without any user:password@ part."""
+    parts = urlsplit(url)
+    if not parts.hostname:
+        return url
+    return urlunsplit(parts._replace(netloc=parts.hostname + (f":{parts.port}" if parts.port else "")))
+
+
 async def _models(client: ModelClient, base_url: str, checks: list[Check]) -> set[str] | None:
+    base_url = _shown(base_url)
     try:
         page = await client._client.models.list()
     except openai.AuthenticationError:
@@ -99,7 +110,7 @@ async def _ping(client: ModelClient, role: Role, model: str, env: str) -> Check:
         user = "ping"
     try:
         await client.structured(role, model, PING_SYSTEM, user, Ping, max_tokens=32)
-    except CallFailed as exc:
+    except ModelCallFailed as exc:
         needs = "JSON answers and images" if role == "vision" else "JSON answers"
         return Check(f"{role} call", "fail", exc.reason, f"check that {env} is a model with {needs}")
     return Check(f"{role} call", "ok", "structured answer validated")

@@ -11,8 +11,9 @@ from dataclasses import dataclass, field
 
 from crashcart.bundle import Bundle
 from crashcart.causal import RankLast
+from crashcart.errors import BudgetExhausted, ModelCallFailed
 from crashcart.group import group_findings
-from crashcart.llm.client import AnswerCache, BudgetExhausted, CallFailed, ModelClient
+from crashcart.llm.client import AnswerCache, ModelClient
 from crashcart.llm.prompts import prompt_version
 from crashcart.llm.reduce import ReduceRejected, reduce_llm
 from crashcart.llm.swarm import SwarmResult, run_swarm
@@ -37,7 +38,14 @@ class LlmEngine:
     @classmethod
     def open(cls, settings: LlmSettings, cache: AnswerCache | None = None) -> LlmEngine:
         version = f"{prompt_version()}+{POLICY_VERSION}"
-        return cls(settings, ModelClient(settings, version=version, cache=cache))
+        engine = cls(settings, ModelClient(settings, version=version, cache=cache))
+        roles = (settings.swarm_model, settings.reduce_model, settings.vision_model)
+        unpriced = sorted({m for m in roles if m not in settings.prices})
+        if unpriced:
+            engine.notes.append(
+                f"no price for {', '.join(unpriced)} (CRASHCART_LLM_PRICES): its cost counts as $0 against the budget"
+            )
+        return engine
 
     async def close(self) -> None:
         await self.client.close()
@@ -76,7 +84,7 @@ class LlmEngine:
         except BudgetExhausted as exc:
             self.notes.append(f"reduce skipped, {exc}; the deterministic engine answered")
             return offline
-        except CallFailed as exc:
+        except ModelCallFailed as exc:
             why = "unavailable" if exc.unavailable else f"gave no usable answer ({exc.reason})"
             self.notes.append(f"the reduce model {why}; the deterministic engine answered")
             return offline

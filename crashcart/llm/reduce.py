@@ -14,11 +14,12 @@ from crashcart.llm.client import ModelClient
 from crashcart.llm.prompts import classes_block, load_prompt
 from crashcart.llm.schemas import ReduceAnswer
 from crashcart.llm.windows import data_block
+from crashcart.mask import template
 from crashcart.models import Culprit, Diagnosis, Finding, Group, Hypothesis, TimelineEntry, Topology
 from crashcart.redact import redact_text
 
 MAX_GROUPS = 60
-MODEL_ONLY_CAP = 0.6  # a root resting on model findings alone
+MODEL_ONLY_CAP = 0.5  # a root resting on model findings alone
 DISAGREE_CAP = 0.6  # the model departs from the deterministic answer
 
 
@@ -40,7 +41,7 @@ def reduce_prompt(groups: list[Group], offline: Diagnosis, topo: Topology) -> tu
             f"G{n} class={g.class_id} role={g.role} severity={g.severity} count={g.count} "
             f"ranks={_span(g.ranks)} nodes={','.join(g.nodes[:8]) or '-'} "
             f"first={to_iso(g.first_time) or '-'} last={to_iso(g.last_time) or '-'} evidence={','.join(ids)}\n"
-            f"   template: {redact_text(g.template)[:300]}"
+            f"   template: {template(redact_text(g.exemplar.text))[:300]}"
         )
     hints: list[str] = []
     if offline.root_class != "unknown":
@@ -65,31 +66,39 @@ async def reduce_llm(
     offline: Diagnosis,
     topo: Topology,
 ) -> Diagnosis:
-    """The model's diagnosis, checked; raises CallFailed/BudgetExhausted/ReduceRejected for the fallback."""
+    """The model's diagnosis, checked; raises ModelCallFailed/BudgetExhausted/ReduceRejected for the fallback."""
     system, user, shown = reduce_prompt(groups, offline, topo)
     answer = await client.structured("reduce", model, system, user, ReduceAnswer)
-    return merge(answer, shown, findings, offline)
+    return merge(answer, shown, findings, offline, topo)
 
 
-def merge(answer: ReduceAnswer, shown: set[str], findings: list[Finding], offline: Diagnosis) -> Diagnosis:
+def merge(
+    answer: ReduceAnswer, shown: set[str], findings: list[Finding], offline: Diagnosis, topo: Topology
+) -> Diagnosis:
+    """The model's answer as a Diagnosis, or ReduceRejected when our rules cannot accept it.
+
+    A root class must be shown by evidence of that class (the model cannot relabel a line); a root that
+    rests on model findings alone may only answer where the deterministic engine found nothing decisive,
+    is capped, and gets the investigation runbook, so no log line can talk its way into a remediation.
+    """
     by_ev = {ev.id: f for f in findings for ev in f.evidence}
-    cited = [i for i in dict.fromkeys(answer.root_evidence_ids) if i in shown and i in by_ev]
-    if answer.root_class != "unknown" and not cited:
-        raise ReduceRejected("the reduce model cited no evidence it was shown")
-    same = answer.root_class == offline.root_class
+    offered = [i for i in dict.fromkeys(answer.root_evidence_ids) if i in shown and i in by_ev]
+    if answer.root_class == "unknown":
+        cited = offered
+    else:
+        cited = [i for i in offered if by_ev[i].class_id == answer.root_class]
+        if not cited:
+            raise ReduceRejected(f"no evidence it was shown is of class {answer.root_class}")
     roots = [by_ev[i] for i in cited]
-    cap = 1.0 if same else DISAGREE_CAP
-    if roots and all(f.source == "llm" for f in roots):
+    unconfirmed = answer.root_class != "unknown" and all(f.source == "llm" for f in roots)
+    if unconfirmed and offline.root_class != "unknown":
+        raise ReduceRejected("a root resting on model findings alone cannot override the deterministic answer")
+    same = answer.root_class == offline.root_class
+    cap = min(1.0, offline.confidence + 0.1) if same else DISAGREE_CAP
+    if unconfirmed:
         cap = min(cap, MODEL_ONLY_CAP)
-    if same:
-        cap = min(cap, offline.confidence + 0.1)
     confidence = round(min(answer.confidence, cap), 2)
-    base = offline.culprit if same else Culprit()
-    culprit = Culprit(
-        node=answer.culprit.node or base.node,
-        rank=answer.culprit.rank if answer.culprit.rank is not None else base.rank,
-        gpu=answer.culprit.gpu or base.gpu,
-    )
+    culprit = _culprit(answer, roots, topo, offline.culprit if same else Culprit())
     if same:  # keep the deterministic support lines (they tie rank, node and GPU together)
         cited = list(dict.fromkeys([*cited, *offline.root_evidence]))
     times = [f.time for f in roots if f.time is not None]
@@ -112,6 +121,8 @@ def merge(answer: ReduceAnswer, shown: set[str], findings: list[Finding], offlin
     ]
     timeline.sort(key=lambda t: (t.time is None, t.time.isoformat() if t.time else ""))
     reasoning = [f"reduce model: {r.strip()[:300]}" for r in answer.reasoning if r.strip()]
+    if unconfirmed:
+        reasoning.append("the root rests on model findings alone (no rule confirms it): investigation runbook only")
     if not same:
         reasoning.append(f"the deterministic analysis answered {offline.root_class}; confidence capped at {cap:.2f}")
     return Diagnosis(
@@ -126,6 +137,26 @@ def merge(answer: ReduceAnswer, shown: set[str], findings: list[Finding], offlin
         hypotheses=hypotheses[:8],
         timeline=timeline,
         reasoning=[*reasoning, *offline.reasoning][:12],
+        unconfirmed=unconfirmed,
+    )
+
+
+def _culprit(answer: ReduceAnswer, roots: list[Finding], topo: Topology, fallback: Culprit) -> Culprit:
+    """The model's culprit fields that the topology or the root findings establish; else the fallback's."""
+    said = answer.culprit
+    nodes = {f.node for f in roots if f.node} | set(topo.nodes)
+    gpus = {f.gpu for f in roots if f.gpu} | {i.gpu for i in topo.ranks.values() if i.gpu}
+    node = said.node if said.node in nodes else None
+    rank = (
+        said.rank
+        if said.rank is not None and (said.rank in topo.ranks or any(f.rank == said.rank for f in roots))
+        else None
+    )
+    gpu = said.gpu if said.gpu in gpus else None
+    return Culprit(
+        node=node or fallback.node,
+        rank=rank if rank is not None else fallback.rank,
+        gpu=gpu or fallback.gpu,
     )
 
 

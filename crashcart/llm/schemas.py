@@ -7,7 +7,7 @@ one a log line asked for) fails validation and gets the repair retry, then count
 from __future__ import annotations
 
 from functools import cache
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -26,6 +26,12 @@ def _known(value: str) -> str:
     return v
 
 
+def _class_field(default: str | None = None) -> Any:
+    """A class id: the enum in the schema lets constrained decoding keep to it; the validator enforces it."""
+    extra: dict[str, Any] = {"enum": sorted(vocabulary())}
+    return Field(json_schema_extra=extra) if default is None else Field(default=default, json_schema_extra=extra)
+
+
 class _Answer(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
@@ -34,7 +40,7 @@ class SwarmFinding(_Answer):
     file: str
     line: int = Field(ge=1)
     quote: str = Field(min_length=1, max_length=2000)
-    class_id: str
+    class_id: str = _class_field()
     role: Literal["root_candidate", "cascade", "teardown", "confirmation", "context"]
     severity: Literal["P0", "P1", "P2", "P3", "info"] = "P2"
     summary: str = Field(default="", max_length=400)
@@ -53,7 +59,7 @@ class CulpritAnswer(_Answer):
 
 
 class HypothesisAnswer(_Answer):
-    class_id: str
+    class_id: str = _class_field()
     score: float = Field(default=0.0, ge=0.0, le=1.0)
     why_not: str = Field(default="", max_length=400)
 
@@ -61,7 +67,7 @@ class HypothesisAnswer(_Answer):
 
 
 class ReduceAnswer(_Answer):
-    root_class: str
+    root_class: str = _class_field()
     summary: str = Field(min_length=1, max_length=1200)
     root_evidence_ids: list[str] = Field(default_factory=list, max_length=20)
     culprit: CulpritAnswer = Field(default_factory=CulpritAnswer)
@@ -80,7 +86,7 @@ class Observation(_Answer):
     start: str | None = None
     end: str | None = None
     summary: str = Field(default="", max_length=400)
-    class_id: str = "unknown"
+    class_id: str = _class_field("unknown")
 
     _class = field_validator("class_id")(_known)
 

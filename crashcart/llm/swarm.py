@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from crashcart import prefix
 from crashcart.bundle import Bundle
 from crashcart.clock import parse_time
-from crashcart.llm.client import BudgetExhausted, CallFailed, ModelClient
+from crashcart.errors import BudgetExhausted, ModelCallFailed
+from crashcart.llm.client import ModelClient
 from crashcart.llm.prompts import classes_block, load_prompt
 from crashcart.llm.schemas import SwarmAnswer, SwarmFinding
 from crashcart.llm.windows import Chunk, Occurrences
@@ -54,7 +55,7 @@ async def run_swarm(
         if isinstance(answer, BudgetExhausted):
             result.skipped_budget += 1
             continue
-        if isinstance(answer, CallFailed):
+        if isinstance(answer, ModelCallFailed):
             result.failures.append(answer.reason)
             result.unavailable = result.unavailable or answer.unavailable
             continue
@@ -79,10 +80,10 @@ async def run_swarm(
 
 async def _ask(
     client: ModelClient, model: str, system: str, chunk: Chunk
-) -> SwarmAnswer | CallFailed | BudgetExhausted:
+) -> SwarmAnswer | ModelCallFailed | BudgetExhausted:
     try:
         return await client.structured("swarm", model, system, chunk.text, SwarmAnswer)
-    except (CallFailed, BudgetExhausted) as exc:
+    except (ModelCallFailed, BudgetExhausted) as exc:
         return exc
 
 

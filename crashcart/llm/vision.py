@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from crashcart.bundle import Bundle
-from crashcart.llm.client import BudgetExhausted, CallFailed, ModelClient
+from crashcart.errors import BudgetExhausted, ModelCallFailed
+from crashcart.llm.client import ModelClient
 from crashcart.llm.prompts import classes_block, load_prompt
 from crashcart.llm.schemas import Observation, VisionAnswer
 from crashcart.models import Finding
@@ -54,7 +55,7 @@ async def read_dashboards(client: ModelClient, model: str, bundle: Bundle, findi
         ]
         try:
             answer = await client.structured("vision", model, system, user, VisionAnswer)
-        except (CallFailed, BudgetExhausted) as exc:
+        except (ModelCallFailed, BudgetExhausted) as exc:
             result.failures.append(str(exc))
             continue
         for obs in answer.observations:
@@ -67,11 +68,11 @@ async def read_dashboards(client: ModelClient, model: str, bundle: Bundle, findi
 
 
 def corroborate(obs: Observation, findings: list[Finding]) -> Finding | None:
-    """A non-model finding of the same class, preferring one on the same GPU or node."""
+    """A non-model finding of the same class — on the same GPU or node when the observation names one."""
     same = [f for f in findings if f.source != "llm" and obs.class_id != "unknown" and f.class_id == obs.class_id]
-    where = [f for f in same if _matches(obs.gpu, f.gpu) or _matches(obs.node, f.node)]
-    pick = where or same
-    return pick[0] if pick else None
+    if obs.gpu or obs.node:
+        same = [f for f in same if _matches(obs.gpu, f.gpu) or _matches(obs.node, f.node)]
+    return same[0] if same else None
 
 
 def _matches(seen: str | None, known: str | None) -> bool:

@@ -79,7 +79,10 @@ def _cite(c: Citation) -> DocCitation:
 def build_document(v: Verified, topo: Topology, facts: RunFacts) -> DiagnosisDocument:
     """The ``diagnosis.json`` document, with the runbook drawn from the action catalogue."""
     doc = _document(v, topo, facts)
-    return doc.model_copy(update={"runbook": build_runbook(doc, scheduler=facts.scheduler)})
+    basis = doc
+    if v.diagnosis.unconfirmed:  # a model-only root never selects a remediation
+        basis = doc.model_copy(update={"root_cause": doc.root_cause.model_copy(update={"class_": "unknown"})})
+    return doc.model_copy(update={"runbook": build_runbook(basis, scheduler=facts.scheduler)})
 
 
 def _document(v: Verified, topo: Topology, facts: RunFacts) -> DiagnosisDocument:
