@@ -29,6 +29,7 @@ from crashcart.settings import BundleLimits, ScanSettings
 
 PARALLEL_MIN_BYTES = 16 * 1024 * 1024
 STREAM_AHEAD = 64  # archive chunks (1 MiB) decompressed but not scanned yet, at most, over all members
+WRITE_THREADS = 2  # threads beyond one per core while members are extracted: they also wait on the disk
 TELEMETRY_MAX_LINES = 2_000_000
 
 Progress = Callable[[int, int], None]  # (bytes done, bytes total)
@@ -61,7 +62,7 @@ def open_scanning(
     An archive's members are scanned from memory as they are decompressed, on the pool's threads, which
     also write them to the work directory (around the page cache: ``extract.DirectFile``); a directory's
     files are scanned while they are classified. Closing the bundle stops the pool."""
-    pool = ScanPool(settings, limits.max_line_bytes)
+    pool = ScanPool(settings, limits.max_line_bytes, extra_threads=WRITE_THREADS)
     try:
         bundle = open_bundle(source, work_dir, limits, on_member=pool.offer, writer=pool)
     except BaseException:
@@ -167,10 +168,11 @@ class ScanPool:
     core without forking, re-importing, recompiling the database or pickling results back; the Python
     work left per 1 MiB buffer is a few microseconds."""
 
-    def __init__(self, settings: ScanSettings, max_line_bytes: int) -> None:
+    def __init__(self, settings: ScanSettings, max_line_bytes: int, *, extra_threads: int = 0) -> None:
         self._base = make_matcher(settings.matcher)  # compiles (or loads) the database once
         self._buffer_bytes, self._max_line = settings.buffer_bytes, max_line_bytes
-        self._threads = ThreadPoolExecutor(max_workers=_workers(settings), thread_name_prefix="crashcart-scan")
+        threads = _workers(settings) + extra_threads
+        self._threads = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="crashcart-scan")
         self._local = threading.local()
         self._futures: dict[tuple[Path, str], Future[FileScan]] = {}
         self._streams: list[Future[FileScan]] = []
