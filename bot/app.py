@@ -19,11 +19,10 @@ from slack_bolt.async_app import AsyncApp
 from slack_bolt.context.ack.async_ack import AsyncAck
 from slack_bolt.context.respond.async_respond import AsyncRespond
 from slack_bolt.request.async_request import AsyncBoltRequest
-from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot import messages as msg
-from bot.approvers import Approvers
+from bot.approvers import Approvers, Verdict
 from bot.blocks import (
     APPROVE_ACTION,
     REASON_BLOCK,
@@ -272,11 +271,19 @@ class Handlers:
     async def on_reject(self, ack: AsyncAck, body: dict[str, Any], action: dict[str, Any]) -> None:
         await ack()
         user, channel, ts, thread = _who_where(body)
-        if not await self._may_decide(user, channel, thread):
+        # trigger_id expires about 3 s after the click: decide now only from what is known without
+        # asking Slack; otherwise open the modal and let the submission's check decide
+        verdict = self.approvers.known(user)
+        if verdict is not None and verdict != "allowed":
+            await self._refuse(verdict, user, channel, thread)
             return
         incident, plan = parse_action_value(str(action.get("value", "")))
         meta = json.dumps({"incident": incident, "plan": plan, "channel": channel, "ts": ts, "thread": thread})
-        await self.client.views_open(trigger_id=str(body["trigger_id"]), view=reject_modal(meta))
+        try:
+            await self.client.views_open(trigger_id=str(body["trigger_id"]), view=reject_modal(meta))
+        except SLACK_ERRORS as exc:
+            log.warning("views.open for %s failed: %s", user, slack_error(exc))
+            await self._ephemeral(channel, user, thread, msg.MODAL_FAILED.format(error=slack_error(exc)))
 
     async def on_reject_submit(self, ack: AsyncAck, body: dict[str, Any], view: dict[str, Any]) -> None:
         values = view.get("state", {}).get("values", {})
@@ -303,10 +310,13 @@ class Handlers:
         verdict = await self.approvers.check(user)
         if verdict == "allowed":
             return True
+        await self._refuse(verdict, user, channel, thread)
+        return False
+
+    async def _refuse(self, verdict: Verdict, user: str, channel: str, thread: str | None) -> None:
         log.info("runbook decision by %s refused: %s", user, verdict)
         text = {"unknown": msg.APPROVERS_UNKNOWN, "unconfigured": msg.NO_APPROVERS}.get(verdict, msg.NOT_APPROVER)
         await self._ephemeral(channel, user, thread, text)
-        return False
 
     async def _refused(
         self, exc: CrashCartError, incident: str, user: str, channel: str, ts: str, thread: str | None
@@ -325,8 +335,8 @@ class Handlers:
     async def _ephemeral(self, channel: str, user: str, thread: str | None, text: str) -> None:
         try:
             await self.client.chat_postEphemeral(channel=channel, user=user, text=text, thread_ts=thread)
-        except SlackApiError as exc:
-            log.warning("ephemeral reply failed: %s", exc.response.get("error"))
+        except SLACK_ERRORS as exc:
+            log.warning("ephemeral reply failed: %s", slack_error(exc))
 
     async def _post(self, channel: str, thread: str | None, message: Message) -> None:
         await self.client.chat_postMessage(

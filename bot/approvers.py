@@ -40,13 +40,25 @@ class Approvers:
         self._fetched_at = 0.0
         self._lock = asyncio.Lock()
 
-    async def check(self, user_id: str) -> Verdict:
+    def known(self, user_id: str) -> Verdict | None:
+        """The verdict from the static list and a fresh cached group only; None when Slack must be asked.
+
+        For the Reject button: its ``trigger_id`` expires in about 3 s, too soon to wait for Slack.
+        """
         if not self.user_ids and self.group is None:
             return "unconfigured"
         if user_id in self.user_ids:
             return "allowed"
         if self.group is None:
             return "denied"
+        if self._members is not None and self._clock() - self._fetched_at < self._ttl:
+            return "allowed" if user_id in self._members else "denied"
+        return None
+
+    async def check(self, user_id: str) -> Verdict:
+        quick = self.known(user_id)
+        if quick is not None:
+            return quick
         members = await self._group_members()
         if members is None:
             return "unknown"

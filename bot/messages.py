@@ -41,6 +41,7 @@ APPROVERS_UNKNOWN = "I could not check whether you are a runbook approver (Slack
 NO_APPROVERS = (
     "No runbook approvers are configured (CRASHCART_APPROVERS / CRASHCART_APPROVER_GROUP). Nothing was changed."
 )
+MODAL_FAILED = "Slack did not open the rejection form ({error}). Click Reject again. Nothing was changed."
 REASON_REQUIRED = "Please give a reason for the rejection."
 NO_JOBS_DIR = "Job-id lookups are off: CRASHCART_JOBS_DIR is not set."
 BAD_JOB_ID = "`{job_id}` is not a job id (letters, digits, `.`, `_` and `-` only)."
