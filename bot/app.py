@@ -50,11 +50,13 @@ from crashcart import (
     Store,
     approve_runbook,
     get_runbook,
+    record_runbook_refusal,
     reject_runbook,
 )
 
 log = logging.getLogger(__name__)
 Mode = Literal["socket", "http"]
+Decision = Literal["approval", "rejection"]
 DIAGNOSE_VERBS = frozenset({"diagnose", "analyse", "analyze"})
 CANNOT_POST = frozenset({"not_in_channel", "channel_not_found"})  # not invited; a DM between two people
 _MENTION = re.compile(r"<@[A-Z0-9]+(?:\|[^>]*)?>")
@@ -257,9 +259,9 @@ class Handlers:
     async def on_approve(self, ack: AsyncAck, body: dict[str, Any], action: dict[str, Any]) -> None:
         await ack()
         user, channel, ts, thread = _who_where(body)
-        if not await self._may_decide(user, channel, thread):
-            return
         incident, plan = parse_action_value(str(action.get("value", "")))
+        if not await self._may_decide(user, channel, thread, incident, "approval"):
+            return
         log.info("approve by %s of %s plan %s (action_ts %s)", user, incident, plan, action.get("action_ts"))
         try:
             record = await asyncio.to_thread(approve_runbook, self.store, incident, user, plan_hash=plan)
@@ -273,11 +275,11 @@ class Handlers:
         user, channel, ts, thread = _who_where(body)
         # trigger_id expires about 3 s after the click: decide now only from what is known without
         # asking Slack; otherwise open the modal and let the submission's check decide
+        incident, plan = parse_action_value(str(action.get("value", "")))
         verdict = self.approvers.known(user)
         if verdict is not None and verdict != "allowed":
-            await self._refuse(verdict, user, channel, thread)
+            await self._refuse(verdict, user, channel, thread, incident, "rejection")
             return
-        incident, plan = parse_action_value(str(action.get("value", "")))
         meta = json.dumps({"incident": incident, "plan": plan, "channel": channel, "ts": ts, "thread": thread})
         try:
             await self.client.views_open(trigger_id=str(body["trigger_id"]), view=reject_modal(meta))
@@ -295,9 +297,9 @@ class Handlers:
         meta = json.loads(view.get("private_metadata") or "{}")
         user = str(body["user"]["id"])
         channel, ts, thread = str(meta.get("channel", "")), str(meta.get("ts", "")), meta.get("thread")
-        if not await self._may_decide(user, channel, thread):  # checked again: the modal is not proof
-            return
         incident, plan = str(meta.get("incident", "")), meta.get("plan")
+        if not await self._may_decide(user, channel, thread, incident, "rejection"):  # the modal is not proof
+            return
         log.info("reject by %s of %s plan %s", user, incident, plan)
         try:
             record = await asyncio.to_thread(reject_runbook, self.store, incident, user, reason, plan_hash=plan)
@@ -306,15 +308,26 @@ class Handlers:
             return
         await self._show_runbook(record, channel, ts)
 
-    async def _may_decide(self, user: str, channel: str, thread: str | None) -> bool:
+    async def _may_decide(self, user: str, channel: str, thread: str | None, incident: str, what: Decision) -> bool:
         verdict = await self.approvers.check(user)
         if verdict == "allowed":
             return True
-        await self._refuse(verdict, user, channel, thread)
+        await self._refuse(verdict, user, channel, thread, incident, what)
         return False
 
-    async def _refuse(self, verdict: Verdict, user: str, channel: str, thread: str | None) -> None:
-        log.info("runbook decision by %s refused: %s", user, verdict)
+    async def _refuse(
+        self, verdict: Verdict, user: str, channel: str, thread: str | None, incident: str, what: Decision
+    ) -> None:
+        """An ephemeral refusal; the attempt goes into the audit trail (the runbook's state is unchanged)."""
+        log.info("runbook %s by %s refused: %s", what, user, verdict)
+        why = {
+            "unknown": f"membership of {user} in the approver group could not be checked",
+            "unconfigured": "no runbook approvers are configured",
+        }.get(verdict, f"{user} is not an approver of runbooks")
+        try:
+            await asyncio.to_thread(record_runbook_refusal, self.store, incident, user, f"{what} refused: {why}")
+        except CrashCartError as exc:  # no such incident or runbook: nothing to record against
+            log.warning("refusal of %s not recorded: %s", user, exc)
         text = {"unknown": msg.APPROVERS_UNKNOWN, "unconfigured": msg.NO_APPROVERS}.get(verdict, msg.NOT_APPROVER)
         await self._ephemeral(channel, user, thread, text)
 

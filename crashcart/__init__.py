@@ -30,6 +30,7 @@ from crashcart.report.timeline import render_timeline
 from crashcart.runbooks import RunbookRecord
 from crashcart.runbooks import approve as approve_runbook
 from crashcart.runbooks import get as get_runbook
+from crashcart.runbooks import record_refusal as record_runbook_refusal
 from crashcart.runbooks import reject as reject_runbook
 from crashcart.settings import Settings, SlackSettings
 from crashcart.store import IncidentSummary, Store, StoredIncident
@@ -65,6 +66,7 @@ __all__ = [
     "get_runbook",
     "llm_summary",
     "open_bundle",
+    "record_runbook_refusal",
     "redact_text",
     "reject_runbook",
     "render_postmortem",

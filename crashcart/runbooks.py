@@ -19,7 +19,7 @@ from crashcart.models import DocRunbook, DocRunbookStep
 from crashcart.report.runbook import plan_hash as compute_plan_hash
 from crashcart.store import ApprovalEntry, Decision, RunbookPlan, Store
 
-__all__ = ["ApprovalEntry", "RunbookRecord", "RunbookState", "approve", "get", "propose", "reject"]
+__all__ = ["ApprovalEntry", "RunbookRecord", "RunbookState", "approve", "get", "propose", "record_refusal", "reject"]
 
 RunbookState = Literal["proposed", "approved", "rejected"]
 MAX_USER, MAX_REASON = 200, 2000
@@ -165,3 +165,16 @@ def reject(
     """
     why = _clean(reason, "a reason for the rejection", MAX_REASON, incident_id)
     return _decide(store, incident_id, user, "rejected", reason=why, plan_hash=plan_hash, approvers=approvers)
+
+
+def record_refusal(store: Store, incident_id: str, user: str, detail: str) -> RunbookRecord:
+    """Record that ``user`` was refused a decision for a reason found outside this module (the Slack bot:
+    not in the approver group, membership could not be checked); the plan's state does not change.
+
+    :param detail: why, for the trail (e.g. "approval refused: U1 is not an approver of runbooks")
+    :raises RunbookError: no runbook, or an empty user or detail (not recorded)
+    """
+    who = _clean(user, "user", MAX_USER, incident_id)
+    why = _clean(detail, "the refusal's detail", MAX_REASON, incident_id)
+    resolved = store.decide_runbook(incident_id, lambda _plan, _trail: Decision("refused", who, None, why))
+    return get(store, resolved)

@@ -73,6 +73,12 @@ async def test_reject_opens_the_modal_before_asking_slack_about_the_group(fake: 
         [refusal] = await fake.wait_for(lambda: fake.calls_to("chat.postEphemeral"))
         assert refusal.params["user"] == "UOTHER" and "Only runbook approvers" in refusal.params["text"]
         assert len(fake.calls_to("views.open")) == 1 and len(fake.calls_to("usergroups.users.list")) == 1
+        trail = get_runbook(bot.runtime.store, incident).trail
+        assert [(e.event, e.user, e.detail) for e in trail][-1] == (
+            "refused",
+            "UOTHER",
+            "rejection refused: UOTHER is not an approver of runbooks",
+        )
 
 
 async def test_a_failed_views_open_gets_a_reply(fake: FakeSlack, tmp_path: Path) -> None:
@@ -88,3 +94,32 @@ async def test_a_failed_views_open_gets_a_reply(fake: FakeSlack, tmp_path: Path)
         assert bot.runtime.store is not None
         assert get_runbook(bot.runtime.store, incident_of(runbook)).state == "proposed"
         assert json.dumps(runbook["blocks"]).count("runbook_reject") == 1  # the buttons are still there
+
+
+@pytest.mark.parametrize(
+    ("settings_kw", "verdict"),
+    [
+        ({}, "UINTRUDER is not an approver of runbooks"),
+        (
+            {"approvers": "", "approver_group": "SGONE"},
+            "membership of UINTRUDER in the approver group could not be checked",
+        ),
+        ({"approvers": ""}, "no runbook approvers are configured"),
+    ],
+    ids=["not-an-approver", "group-unknown", "unconfigured"],
+)
+async def test_refused_clicks_are_in_the_audit_trail(
+    fake: FakeSlack, tmp_path: Path, settings_kw: dict[str, str], verdict: str
+) -> None:
+    async with BotUnderTest(fake, bot_settings(tmp_path, fake, **settings_kw), "http") as bot:
+        runbook = await runbook_message(bot, fake)
+        incident = incident_of(runbook)
+        await bot.deliver("interactive", block_action(runbook, "runbook_approve", user="UINTRUDER", fake=fake))
+        [refusal] = await fake.wait_for(lambda: fake.calls_to("chat.postEphemeral"))
+        assert refusal.params["user"] == "UINTRUDER" and "Nothing was changed." in refusal.params["text"]
+        assert bot.runtime.store is not None
+        record = get_runbook(bot.runtime.store, incident)
+        assert record.state == "proposed" and record.decided_by is None
+        [entry] = [e for e in record.trail if e.event == "refused"]
+        assert (entry.user, entry.detail) == ("UINTRUDER", f"approval refused: {verdict}")
+        assert runbook["updates"] == 0

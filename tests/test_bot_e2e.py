@@ -131,7 +131,9 @@ async def test_upload_to_approval(fake: FakeSlack, tmp_path: Path, mode: str) ->
         assert bot.runtime.store is not None
         record = get_runbook(bot.runtime.store, incident)
         assert (record.state, record.decided_by) == ("approved", "UAPPROVER")
-        assert [e.event for e in record.trail] == ["proposed", "approved"]
+        # the non-approver's click is in the trail too, as refused
+        assert [e.event for e in record.trail] == ["proposed", "refused", "approved"]
+        assert record.trail[1].user == "UINTRUDER"
 
     # the audit trail is in the database for the CLI too
     with Store(bot.runtime.settings.store) as store:
