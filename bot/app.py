@@ -30,21 +30,17 @@ from bot.blocks import (
     REJECT_ACTION,
     REJECT_MODAL,
     Message,
-    code,
-    diagnosis_message,
     parse_action_value,
     plain_message,
     reject_modal,
     runbook_message,
 )
 from bot.intake import JOB_ID, find_job_bundle, is_bundle_name
+from bot.lookups import incident_status, job_runs, recent
 from bot.queue import JobQueue
 from bot.worker import SLACK_ERRORS, Worker, slack_error
 from crashcart import (
     CrashCartError,
-    IncidentNotFound,
-    IncidentSummary,
-    RunbookError,
     RunbookRecord,
     Settings,
     Store,
@@ -173,14 +169,15 @@ class Handlers:
             await ack(text=msg.HELP if verb == "help" else msg.USAGE)
             return
         await ack()
+        channel = str(command.get("channel_id", ""))
         if verb in DIAGNOSE_VERBS:
             reply = await self._command_diagnose(command, words[1])
         elif verb == "status":
-            reply = await self._status(words[1])
+            reply = await asyncio.to_thread(incident_status, self.store, self.queue, channel, words[1])
         elif verb == "lookup":
-            reply = await self._lookup(words[1])
+            reply = await asyncio.to_thread(job_runs, self.store, self.queue, channel, words[1])
         else:
-            reply = self._summaries(await asyncio.to_thread(self.store.list, 10), msg.NO_INCIDENTS)
+            reply = await asyncio.to_thread(recent, self.store, self.queue, channel)
         await respond(text=reply.text, blocks=reply.blocks, response_type="ephemeral")
 
     async def _command_diagnose(self, command: dict[str, Any], job_id: str) -> Message:
@@ -221,38 +218,6 @@ class Handlers:
         if await asyncio.to_thread(find_job_bundle, jobs_dir, job_id) is None:
             return msg.JOB_NOT_FOUND.format(job_id=job_id)
         return None
-
-    async def _status(self, incident: str) -> Message:
-        try:
-            stored = await asyncio.to_thread(self.store.get, incident)
-        except IncidentNotFound:
-            return plain_message(msg.UNKNOWN_INCIDENT.format(incident=incident[:80].replace("`", "'")))
-        message = diagnosis_message(stored.document)
-        try:
-            record: RunbookRecord | None = await asyncio.to_thread(get_runbook, self.store, stored.summary.id)
-        except RunbookError:
-            record = None
-        if record is not None:
-            rb = runbook_message(record)
-            state = [b for b in rb.blocks if b["type"] == "context"][-1:]
-            message = Message(message.text, [*message.blocks, *state][:50])
-        return message
-
-    async def _lookup(self, job_id: str) -> Message:
-        found = await asyncio.to_thread(self.store.search, job_id, 50)
-        runs = [s for s in found if s.job_id == job_id]
-        return self._summaries(runs, msg.NO_RUNS_FOR_JOB.format(job_id=job_id[:80].replace("`", "'")))
-
-    @staticmethod
-    def _summaries(rows: list[IncidentSummary], empty: str) -> Message:
-        if not rows:
-            return plain_message(empty)
-        lines = [
-            f"• `{r.id}` {r.updated_at:%Y-%m-%d %H:%M} · job {code(r.job_id or '-', 60)} · `{r.root_class}`"
-            f" ({r.confidence:.0%}) · {r.runs} run{'s' if r.runs != 1 else ''}"
-            for r in rows
-        ]
-        return plain_message("\n".join(lines))
 
     # --- runbook buttons and the reject modal ------------------------------------------------------
 

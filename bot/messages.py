@@ -27,9 +27,9 @@ HELP = (
     "• Upload a bundle (`.tar.gz`, `.tgz`, `.tar`, `.zip`) in a channel I am in: I answer in its thread.\n"
     "• `@crashcart diagnose <job-id>` or `/crashcart diagnose <job-id>`: analyse the job's bundle"
     " from the jobs directory.\n"
-    "• `/crashcart status <incident>`: the diagnosis and runbook state of an incident.\n"
-    "• `/crashcart lookup <job-id>`: past diagnoses of a job.\n"
-    "• `/crashcart list`: recent incidents.\n"
+    "• `/crashcart status <incident>`: the diagnosis and runbook state of an incident of this channel.\n"
+    "• `/crashcart lookup <job-id>`: past diagnoses of a job in this channel.\n"
+    "• `/crashcart list`: recent incidents of this channel.\n"
     "• `/crashcart help`: this text.\n"
     "Runbooks are dry-run plans: CrashCart never executes them. Only approvers may approve or reject."
 )
@@ -54,9 +54,9 @@ CANNOT_POST_HERE = (
 )
 JOB_QUEUED = "Queued the analysis of job `{job_id}`; I will answer in a thread here."
 ALREADY_QUEUED = "The analysis of `{name}` is already queued or done in this channel."
-NO_INCIDENTS = "No incidents yet."
-NO_RUNS_FOR_JOB = "No diagnoses of job `{job_id}` yet."
-UNKNOWN_INCIDENT = "No incident `{incident}`."
+NO_INCIDENTS = "No incidents diagnosed in this channel yet."
+NO_RUNS_FOR_JOB = "No diagnoses of job `{job_id}` in this channel yet."
+UNKNOWN_INCIDENT = "No incident `{incident}` in this channel."
 
 STATUS_QUEUED = "⏳ Analysing bundle `{name}` ({size})… waiting for a free worker."
 STATUS_RUNNING = "⏳ Analysing bundle `{name}` ({files}{size})…"

@@ -188,6 +188,16 @@ class JobQueue:
             rows = self._conn.execute("SELECT * FROM bot_jobs ORDER BY created_at, id").fetchall()
         return [_row(r) for r in rows]
 
+    def incidents_in(self, channel: str) -> list[str]:
+        """Incident ids the bot's jobs in ``channel`` produced, most recently updated first."""
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT incident_id, max(updated_at) AS at FROM bot_jobs WHERE channel = ? AND incident_id IS NOT NULL"
+                " GROUP BY incident_id ORDER BY at DESC",
+                (channel,),
+            ).fetchall()
+        return [str(r["incident_id"]) for r in rows]
+
     def update(self, job_id: str, **changes: str | int | bool | None) -> Job:
         """Set columns of one job (only the mutable ones) and return it."""
         bad = set(changes) - _MUTABLE

@@ -30,10 +30,10 @@ def jobs_dir(tmp_path: Path) -> Path:
     return root
 
 
-async def command(bot: BotUnderTest, fake: FakeSlack, text: str) -> dict[str, Any]:
+async def command(bot: BotUnderTest, fake: FakeSlack, text: str, *, channel: str = CHANNEL) -> dict[str, Any]:
     """Run a slash command; return what the user sees (the ack's text, else the response_url post)."""
     before = len(fake.responses)
-    status, body = await bot.deliver("slash_commands", slash_command(text, fake=fake))
+    status, body = await bot.deliver("slash_commands", slash_command(text, fake=fake, channel=channel))
     assert status == 200
     if bot.mode == "socket":
         acked = json.loads(body)
@@ -54,7 +54,7 @@ async def test_slash_commands(fake: FakeSlack, tmp_path: Path, jobs_dir: Path, m
     async with BotUnderTest(fake, bot_settings(tmp_path, fake, jobs_dir=jobs_dir), mode) as bot:
         assert "finds and proves why a GPU training job died" in (await command(bot, fake, "help"))["text"]
         assert (await command(bot, fake, "frobnicate"))["text"].startswith("Usage: `/crashcart")
-        assert "No incidents yet" in (await command(bot, fake, "list"))["text"]
+        assert (await command(bot, fake, "list"))["text"] == "No incidents diagnosed in this channel yet."
         missing = await command(bot, fake, "diagnose 999")
         assert missing["text"].startswith("No bundle for job `999`")
         assert "is not a job id" in (await command(bot, fake, "diagnose ../etc"))["text"]
@@ -83,7 +83,17 @@ async def test_slash_commands(fake: FakeSlack, tmp_path: Path, jobs_dir: Path, m
         status = await command(bot, fake, f"status {incident.id[:8]}")
         assert status["text"].startswith("Root cause: gpu_fallen_off_bus")
         assert "Approve" not in json.dumps(status["blocks"])  # the state only, no buttons in an ephemeral
-        assert (await command(bot, fake, "status cc-000000000000"))["text"] == "No incident `cc-000000000000`."
+        unknown = await command(bot, fake, "status cc-000000000000")
+        assert unknown["text"] == "No incident `cc-000000000000` in this channel."
+
+        # another channel sees none of this channel's incidents
+        elsewhere = "C0ELSEWHERE"
+        listed = await command(bot, fake, "list", channel=elsewhere)
+        assert listed["text"] == "No incidents diagnosed in this channel yet."
+        status_elsewhere = await command(bot, fake, f"status {incident.id}", channel=elsewhere)
+        assert status_elsewhere["text"] == f"No incident `{incident.id}` in this channel."
+        lookup_elsewhere = await command(bot, fake, f"lookup {JOB}", channel=elsewhere)
+        assert lookup_elsewhere["text"] == f"No diagnoses of job `{JOB}` in this channel yet."
 
 
 async def test_mentions(fake: FakeSlack, tmp_path: Path, jobs_dir: Path) -> None:
