@@ -126,6 +126,8 @@ class Handlers:
             self.worker.submit(job)
 
     async def on_mention(self, event: dict[str, Any], body: dict[str, Any]) -> None:
+        if event.get("files"):
+            return  # an upload that mentions the bot: message/file_share analyses it, no usage reply
         channel = str(event["channel"])
         thread = str(event.get("thread_ts") or event["ts"])
         words = _MENTION.sub(" ", str(event.get("text", ""))).split()

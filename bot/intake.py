@@ -70,17 +70,35 @@ def token_hosts(api_url: str) -> frozenset[str]:
     return SLACK_FILE_HOSTS | ({host} if host else set())
 
 
+def plain_http_host(api_url: str) -> str | None:
+    """The one host the token may reach over plain http: the configured API host, if it is http itself."""
+    parts = urlsplit(api_url)
+    return parts.netloc.lower() if parts.scheme == "http" and parts.netloc else None
+
+
 async def download(
-    url: str, token: str, dest: Path, *, max_bytes: int, allowed_hosts: frozenset[str], timeout_s: float = 300.0
+    url: str,
+    token: str,
+    dest: Path,
+    *,
+    max_bytes: int,
+    allowed_hosts: frozenset[str],
+    http_host: str | None = None,
+    timeout_s: float = 300.0,
 ) -> int:
     """Stream ``url`` into ``dest`` (via ``dest.part``); return the byte count.
 
-    :raises DownloadError: a host we do not send the token to, a redirect, an error status, an HTML page
+    :param http_host: the only host that may be reached over plain http (a local Slack API stand-in)
+    :raises DownloadError: a host we do not send the token to, plain http elsewhere than ``http_host``, a
+        redirect, an error status, an HTML page
     :raises UploadTooLarge: more than ``max_bytes`` arrived
     """
     parts = urlsplit(url)
-    if parts.scheme not in ("https", "http") or parts.netloc.lower() not in allowed_hosts:
+    host = parts.netloc.lower()
+    if parts.scheme not in ("https", "http") or host not in allowed_hosts:
         raise DownloadError(f"refusing to send the bot token to {parts.netloc or 'an unknown host'}")
+    if parts.scheme == "http" and host != http_host:
+        raise DownloadError(f"refusing to send the bot token to {parts.netloc} over plain http")
     part = dest.with_name(dest.name + ".part")
     dest.parent.mkdir(parents=True, exist_ok=True)
     written = 0

@@ -59,7 +59,7 @@ def check_config(slack: SlackSettings, mode: Mode, port: int | None) -> None:
         secret = slack.signing_secret.get_secret_value().strip() if slack.signing_secret else ""
         if not secret:
             raise BotConfigError("SLACK_SIGNING_SECRET is not set: HTTP mode needs it to verify Slack's requests")
-        if port is None or not 0 <= port <= 65535:
+        if port is None or not 1 <= port <= 65535:
             raise BotConfigError("--http needs --port between 1 and 65535")
     if slack.jobs_dir is not None and not slack.jobs_dir.is_dir():
         raise BotConfigError(f"CRASHCART_JOBS_DIR is not a directory: {slack.jobs_dir}")

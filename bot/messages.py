@@ -64,7 +64,7 @@ STATUS_DONE = "✅ Analysed bundle `{name}` ({files}{size}) in {seconds:.1f} s: 
 STATUS_FAILED = "❌ Could not analyse bundle `{name}`: {reason} ({reference})."
 STATUS_RESUMED = "(resumed after a restart)"
 TOO_BIG = "the bundle is {size}, over the bot's upload cap of {cap} (CRASHCART_BOT_MAX_UPLOAD_BYTES)"
-TIMED_OUT = "the analysis took longer than {seconds:.0f} s (CRASHCART_BOT_JOB_TIMEOUT_S) and was stopped"
+TIMED_OUT = "the analysis took longer than {seconds} s (CRASHCART_BOT_JOB_TIMEOUT_S) and was stopped"
 GAVE_UP = "the analysis was interrupted {attempts} times; giving up"
 ANALYSIS_DIED = "the analysis process stopped without an answer (details are in the bot's log)"
 INTERNAL = "an internal error stopped the analysis (details are in the bot's log)"
@@ -98,6 +98,13 @@ def error_reason(exc: CrashCartError) -> str:
     if len(detail) > MAX_DETAIL:
         detail = detail[: MAX_DETAIL - 1] + "…"
     return f"{words}: {detail}" if detail else words
+
+
+def human_seconds(s: float) -> str:
+    """``0.5``, ``3``, ``90``: whole seconds from 10 on, else up to two decimals without trailing zeros."""
+    if s >= 10:
+        return f"{s:.0f}"
+    return f"{s:.2f}".rstrip("0").rstrip(".") or "0"
 
 
 def human_size(n: int | None) -> str:

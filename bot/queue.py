@@ -2,7 +2,8 @@
 
 A job is one analysis asked for in Slack: an uploaded bundle or a job id. Each step that posts to
 Slack records what it posted (``status_ts``, ``diagnosis_ts``, ``files_done``, ``runbook_ts``), so a
-bot restarted mid-job resumes without posting twice. Sync (sqlite3, WAL); async callers use a thread.
+bot restarted mid-job skips the steps it finished (at least once: a crash between a post and its record
+repeats that post). Sync (sqlite3, WAL); async callers use a thread.
 """
 
 from __future__ import annotations

@@ -35,6 +35,7 @@ from bot.intake import (
     file_from_info,
     find_job_bundle,
     is_bundle_name,
+    plain_http_host,
     safe_name,
     token_hosts,
 )
@@ -178,7 +179,7 @@ class Worker:
             raise  # a restart: the row stays pending and resumes
         except TimeoutError as exc:
             if timeout is not None and timeout.expired():
-                await self._fail(job, msg.TIMED_OUT.format(seconds=self._slack.job_timeout_s))
+                await self._fail(job, msg.TIMED_OUT.format(seconds=msg.human_seconds(self._slack.job_timeout_s)))
             else:  # a Web API call hit the client's timeout: slack_sdk raises a plain TimeoutError
                 await self._fail(job, msg.SLACK_FAILED.format(error=slack_error(exc)))
         except UploadTooLarge as exc:
@@ -227,7 +228,8 @@ class Worker:
         return await asyncio.to_thread(self._queue.update, job.id, status_ts=str(resp["ts"]))
 
     async def _analyse(self, job: Job) -> None:
-        assert job.status_ts is not None and job.thread is not None
+        if job.status_ts is None:  # _intake posts it first; a job without one cannot report progress
+            raise RuntimeError(f"job {job.id} has no status message")
         started = time.perf_counter()
         path, size = await self._fetch(job)
         files = await asyncio.to_thread(count_files, path)
@@ -299,6 +301,7 @@ class Worker:
             dest,
             max_bytes=self._slack.max_upload_bytes,
             allowed_hosts=token_hosts(self._slack.api_url),
+            http_host=plain_http_host(self._slack.api_url),
         )
         return dest, size
 

@@ -69,6 +69,7 @@ class FakeSlack:
     usergroups: dict[str, list[str]] = field(default_factory=dict)
     downloads: list[dict[str, str]] = field(default_factory=list)
     ws_acks: list[dict[str, Any]] = field(default_factory=list)
+    sent_envelopes: list[str] = field(default_factory=list)  # envelope ids pushed over the websocket
     ws_connections: int = 0
     holds: dict[str, asyncio.Event] = field(default_factory=dict)  # file id -> downloads wait until it is set
     api_holds: dict[str, asyncio.Event] = field(default_factory=dict)  # Web API method -> answers wait until set
@@ -177,6 +178,7 @@ class FakeSlack:
         if kind == "events_api":
             envelope |= {"retry_attempt": retry_attempt, "retry_reason": "timeout" if retry_attempt else ""}
         await self._ws.send_json(envelope)
+        self.sent_envelopes.append(envelope_id)
         return await self.wait_for(lambda: next((a for a in self.ws_acks if a.get("envelope_id") == envelope_id), None))
 
     async def _socket(self, request: web.Request) -> web.WebSocketResponse:

@@ -26,7 +26,7 @@ from bot.blocks import (
     section,
     text_length,
 )
-from bot.messages import ERROR_MESSAGES, error_reason
+from bot.messages import ERROR_MESSAGES, error_reason, human_seconds
 from crashcart import CrashCartError, DiagnosisDocument, Settings, diagnose
 from crashcart.models import DocCitation, DocSymptom
 
@@ -164,3 +164,8 @@ async def test_approvers(fake: FakeSlack) -> None:
 def test_no_module_is_too_long() -> None:
     for path in (Path(__file__).resolve().parent.parent / "bot").glob("*.py"):
         assert len(path.read_text().splitlines()) <= 400, path.name
+
+
+@pytest.mark.parametrize(("seconds", "shown"), [(0.5, "0.5"), (0.25, "0.25"), (3.0, "3"), (9.999, "10"), (600, "600")])
+def test_timeouts_are_shown_sensibly(seconds: float, shown: str) -> None:
+    assert human_seconds(seconds) == shown

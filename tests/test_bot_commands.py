@@ -9,7 +9,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fake_slack import BotUnderTest, FakeSlack, bot_settings, bundle_bytes, event_callback, slash_command
+from fake_slack import (
+    BotUnderTest,
+    FakeSlack,
+    bot_settings,
+    bundle_bytes,
+    event_callback,
+    file_share_event,
+    slash_command,
+)
 
 CHANNEL = "C0INCIDENT"
 JOB = "1329667"
@@ -114,7 +122,9 @@ async def test_mentions(fake: FakeSlack, tmp_path: Path, jobs_dir: Path) -> None
         texts = [m["text"] for m in fake.thread(CHANNEL, "7.000100")]
         assert texts[0].startswith("✅ Analysed bundle `job 1329667`")
         assert texts[1].startswith("Root cause: gpu_fallen_off_bus")
-        assert all(a.get("envelope_id") for a in fake.ws_acks)  # every envelope acknowledged
+        # every envelope pushed was acknowledged, once
+        assert len(fake.sent_envelopes) == 4
+        assert sorted(a["envelope_id"] for a in fake.ws_acks) == sorted(fake.sent_envelopes)
 
 
 async def test_job_lookups_need_a_jobs_dir(fake: FakeSlack, tmp_path: Path) -> None:
@@ -136,3 +146,20 @@ async def test_diagnose_where_the_bot_cannot_post(fake: FakeSlack, tmp_path: Pat
         assert job.state == "failed" and job.status_ts is None
         assert len(fake.calls_to("chat.postMessage")) == 1 and fake.messages == {}
         assert len(fake.responses) == 1  # no "Queued…" before it
+
+
+async def test_an_upload_that_mentions_the_bot_is_analysed_once(fake: FakeSlack, tmp_path: Path) -> None:
+    # one message, two events: app_mention (with the files) and message/file_share
+    entry = fake.add_file("gpu-fell-off-bus.tar.gz", bundle_bytes())
+    ts = "8.000100"
+    async with BotUnderTest(fake, bot_settings(tmp_path, fake), "socket") as bot:
+        event = {"type": "app_mention", "user": "UONCALL", "text": "<@UBOT> please look", "ts": ts}
+        event |= {"channel": CHANNEL, "event_ts": ts, "files": [entry]}
+        await bot.deliver("events_api", event_callback(event, event_id="EvMF1"))
+        await bot.deliver("events_api", file_share_event(CHANNEL, [entry], event_id="EvMF2", ts=ts))
+        await fake.wait_for(lambda: any(m["text"].startswith("Dry-run runbook") for m in fake.thread(CHANNEL, ts)))
+        await bot.drain()
+        texts = [m["text"] for m in fake.thread(CHANNEL, ts)]
+        assert not any(t.startswith("Mention me with") for t in texts)
+        assert sum(t.startswith("Root cause:") for t in texts) == 1
+        assert bot.runtime.queue is not None and len(bot.runtime.queue.jobs()) == 1

@@ -59,6 +59,13 @@ def test_missing_settings_for_the_mode(
         assert secret.strip() == "" or secret not in line  # never echo a token
 
 
+@pytest.mark.parametrize("port", [0, 65536, None])
+def test_http_port_must_be_a_real_port(tmp_path: Path, capsys: pytest.CaptureFixture[str], port: int | None) -> None:
+    settings = Settings(_env_file=None, slack_bot_token="xoxb-1", slack_signing_secret="s")  # type: ignore[call-arg]
+    assert run(settings, "http", port) == 2
+    assert "--http needs --port between 1 and 65535" in one_line(capsys.readouterr().err)
+
+
 def test_jobs_dir_must_exist(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     settings = Settings(_env_file=None, slack_bot_token="xoxb-1", slack_app_token="xapp-1", jobs_dir=tmp_path / "nope")  # type: ignore[call-arg]
     assert run(settings, "socket") == 2

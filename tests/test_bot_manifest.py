@@ -97,3 +97,6 @@ def test_command_interactivity_and_socket_mode(manifest: dict[str, Any]) -> None
     assert manifest["settings"]["socket_mode_enabled"] is True
     assert manifest["settings"]["token_rotation_enabled"] is False
     assert 175 <= len(manifest["display_information"]["long_description"]) <= 4000
+    # a Messages tab without message.im would invite DMs the bot never hears
+    dms = "message.im" in manifest["settings"]["event_subscriptions"]["bot_events"]
+    assert manifest["features"]["app_home"]["messages_tab_enabled"] is dms

@@ -15,7 +15,7 @@ from aiohttp import web
 from fake_slack import BotUnderTest, FakeSlack, bot_settings, bundle_bytes, file_share_event
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.intake import DownloadError, download, find_job_bundle, token_hosts
+from bot.intake import DownloadError, download, find_job_bundle, plain_http_host, token_hosts
 from bot.queue import JobQueue
 
 CHANNEL = "C0INCIDENT"
@@ -86,7 +86,7 @@ async def test_a_job_over_its_time_fails_with_a_reason(fake: FakeSlack, tmp_path
         await bot.deliver("events_api", file_share_event(CHANNEL, [entry], event_id="EvT", ts="3.000100"))
         [reply] = await fake.wait_for(lambda: in_thread(fake, "3.000100", "❌"))
         await bot.drain()
-        assert "the analysis took longer than 0 s (CRASHCART_BOT_JOB_TIMEOUT_S) and was stopped" in reply["text"]
+        assert "the analysis took longer than 0.5 s (CRASHCART_BOT_JOB_TIMEOUT_S) and was stopped" in reply["text"]
         assert [j.state for j in jobs(bot)] == ["failed"]
     fake.holds[entry["id"]].set()
 
@@ -121,14 +121,22 @@ async def test_download_sends_the_token_only_where_it_belongs(fake: FakeSlack, t
     entry = fake.add_file("b.tar.gz", b"bundle bytes")
     url = entry["url_private_download"]
     hosts = token_hosts(fake.api_url)
+    http_host = plain_http_host(fake.api_url)
+    assert http_host == f"127.0.0.1:{fake.port}" and plain_http_host("https://slack.com/api/") is None
     with pytest.raises(DownloadError, match="refusing to send the bot token"):
         await download(
             url.replace("127.0.0.1", "localhost"), fake.bot_token, tmp_path / "a", max_bytes=100, allowed_hosts=hosts
         )
+    with pytest.raises(DownloadError, match="over plain http"):  # http only to the configured API host
+        await download(url, fake.bot_token, tmp_path / "h", max_bytes=100, allowed_hosts=hosts, http_host=None)
+    plain = "http://files.slack.com/files-pri/T1-F1/download/b.tar.gz"
+    with pytest.raises(DownloadError, match=r"refusing to send the bot token to files\.slack\.com over plain http"):
+        await download(plain, fake.bot_token, tmp_path / "h", max_bytes=100, allowed_hosts=hosts, http_host=http_host)
     with pytest.raises(DownloadError, match="web page"):  # Slack's login page for a bad token
-        await download(url, "xoxb-wrong", tmp_path / "b", max_bytes=100, allowed_hosts=hosts)
+        await download(url, "xoxb-wrong", tmp_path / "b", max_bytes=100, allowed_hosts=hosts, http_host=http_host)
     assert fake.downloads == [{"file": entry["id"], "authorization": "Bearer xoxb-wrong"}]
-    assert await download(url, fake.bot_token, tmp_path / "c", max_bytes=100, allowed_hosts=hosts) == 12
+    ok = await download(url, fake.bot_token, tmp_path / "c", max_bytes=100, allowed_hosts=hosts, http_host=http_host)
+    assert ok == 12
     assert (tmp_path / "c").read_bytes() == b"bundle bytes"
     assert not (tmp_path / "b").exists() and not (tmp_path / "b.part").exists()
 
