@@ -9,6 +9,9 @@ Measured, in one process, on a warm page cache, each the median of ``--rounds``:
   C. stream + tee: one pass, each member decompressed on a read-ahead thread, scanned and written to the work
      dir at once (``reader.scan_stream(..., sink=file.write)``): the files the bundle needs later exist;
   D. stream only: as C without writing (the lower bound; the bundle could not re-read lines afterwards).
+  E. ``crashcart.scan.run.open_scanning`` then ``scan``: members scanned from memory on the pool's threads
+     while the archive is read, written with O_DIRECT, classified on the way (what ``diagnose`` runs once
+     the pipeline calls it).
 Every variant must produce the same per-file line counts, sha256 and hits as A.
 """
 
@@ -27,7 +30,7 @@ from pathlib import Path
 from crashcart.bundle import open_bundle
 from crashcart.scan.matcher import make_matcher
 from crashcart.scan.reader import FileScan, ReadAhead, scan_file, scan_stream
-from crashcart.scan.run import scan
+from crashcart.scan.run import open_scanning, scan
 from crashcart.settings import Settings
 
 MiB = 1 << 20
@@ -49,6 +52,17 @@ def today(tgz: Path, work: Path) -> tuple[Result, dict[str, float]]:
         r = scan(b, settings.scan)
         t2 = time.perf_counter()
     return _summary(r.scans), {"extract": t1 - t0, "scan": t2 - t1}
+
+
+def scanning_while_opening(tgz: Path, work: Path) -> tuple[Result, dict[str, float]]:
+    settings = Settings(_env_file=None, work_dir=work, db=work / "db")  # type: ignore[call-arg]
+    t0 = time.perf_counter()
+    bundle, pool = open_scanning(tgz, settings.work_dir, settings.bundle_limits, settings.scan)
+    with bundle:
+        t1 = time.perf_counter()
+        r = scan(bundle, settings.scan, pool=pool)
+        t2 = time.perf_counter()
+    return _summary(r.scans), {"open+scan": t1 - t0, "findings": t2 - t1, "close": time.perf_counter() - t2}
 
 
 def big_reads_then_scan(tgz: Path, work: Path) -> tuple[Result, dict[str, float]]:
@@ -114,6 +128,7 @@ def main() -> None:
         ("B extract with 1 MiB reads then scan", big_reads_then_scan),
         ("C stream: decompress + scan + write at once", lambda t, w: streamed(t, w, write=True)),
         ("D stream: decompress + scan, no write", lambda t, w: streamed(t, w, write=False)),
+        ("E open_scanning then scan", scanning_while_opening),
     ]
     walls: dict[str, list[float]] = {name: [] for name, _ in variants}
     parts: dict[str, dict[str, float]] = {}
