@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from crashcart import prefix, runbooks
-from crashcart.bundle import SCANNED_KINDS, Bundle, open_bundle
+from crashcart.bundle import SCANNED_KINDS, Bundle
 from crashcart.causal import RankLast
 from crashcart.clock import ClockContext, parse_time
 from crashcart.errors import CrashCartError
@@ -27,7 +27,7 @@ from crashcart.models import Citation, DiagnosisDocument, Evidence, Finding, Gro
 from crashcart.reduce import reduce_offline
 from crashcart.report.document import RunFacts, build_document
 from crashcart.scan.findings import clock_context
-from crashcart.scan.run import Progress, ScanResult, scan
+from crashcart.scan.run import Progress, ScanResult, open_scanning, scan
 from crashcart.settings import Settings
 from crashcart.store import Store
 from crashcart.telemetry import GpuSeries
@@ -79,11 +79,13 @@ async def diagnose(
     t: dict[str, float] = {}
     start = time.perf_counter()
     with _stage("ingest", t, on_stage):
-        bundle = await asyncio.to_thread(open_bundle, source, settings.work_dir, settings.bundle_limits)
+        bundle, pool = await asyncio.to_thread(
+            open_scanning, source, settings.work_dir, settings.bundle_limits, settings.scan
+        )
     llm = _open_llm(settings, store)
     try:
         with _stage("scan", t, on_stage):
-            scanned = await asyncio.to_thread(scan, bundle, settings.scan, progress)
+            scanned = await asyncio.to_thread(scan, bundle, settings.scan, progress, pool)
         with _stage("topology", t, on_stage):
             topo, findings, last = locate(bundle, scanned)
         if llm is not None:
