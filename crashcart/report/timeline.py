@@ -14,12 +14,10 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 from statistics import median
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from matplotlib.axes import Axes
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
-from matplotlib.patches import Patch
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
 
 from crashcart.clock import from_iso
 from crashcart.gpuid import canonical_pci
@@ -385,6 +383,10 @@ def render_timeline(doc: DiagnosisDocument, out: Path, *, series: list[GpuSeries
     :param series: GPU telemetry (the scan's ``ScanResult.series``); the culprit GPU's SM clock and
         temperature are drawn under the timeline when the culprit GPU is known and has samples
     """
+    from matplotlib.backends.backend_agg import FigureCanvasAgg  # only when drawing: a slow import
+    from matplotlib.figure import Figure
+    from matplotlib.patches import Patch
+
     rows = _rows(doc)
     lanes = _lanes(doc, rows)
     axis = _axis(doc, lanes)
