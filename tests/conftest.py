@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
 import pytest
+from fake_slack import FakeSlack
 
 from crashcart.settings import Settings
 
@@ -47,3 +48,11 @@ def make_bundle(tmp_path: Path) -> MakeBundle:
 @pytest.fixture
 def settings(tmp_path: Path) -> Settings:
     return Settings(_env_file=None, db=tmp_path / "db" / "crashcart.db", work_dir=tmp_path / "work")  # type: ignore[call-arg]
+
+
+@pytest.fixture
+async def slack() -> AsyncIterator[FakeSlack]:
+    """A fake Slack Web API + Socket Mode server on 127.0.0.1 (tests/fake_slack.py), stopped afterwards."""
+    server = await FakeSlack().start()
+    yield server
+    await server.stop()

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -136,27 +135,20 @@ def test_every_public_error_has_a_message() -> None:
     assert reason == "the archive is truncated or malformed: gzip: unexpected end of stream in member x"
 
 
-@pytest.fixture
-async def fake() -> AsyncIterator[FakeSlack]:
-    server = await FakeSlack().start()
-    yield server
-    await server.stop()
-
-
-async def test_approvers(fake: FakeSlack) -> None:
-    client = AsyncWebClient(token=fake.bot_token, base_url=fake.api_url)
-    fake.usergroups["S0ONCALL"] = ["UGROUP"]
+async def test_approvers(slack: FakeSlack) -> None:
+    client = AsyncWebClient(token=slack.bot_token, base_url=slack.api_url)
+    slack.usergroups["S0ONCALL"] = ["UGROUP"]
     now = [0.0]
     approvers = Approvers(("USTATIC",), "S0ONCALL", client, ttl_s=60, clock=lambda: now[0])
     assert await approvers.check("USTATIC") == "allowed"
     assert await approvers.check("UGROUP") == "allowed"
     assert await approvers.check("UOTHER") == "denied"
-    assert len(fake.calls_to("usergroups.users.list")) == 1  # cached
+    assert len(slack.calls_to("usergroups.users.list")) == 1  # cached
     now[0] = 61
-    fake.fail_next("usergroups.users.list", error="missing_scope")
+    slack.fail_next("usergroups.users.list", error="missing_scope")
     assert await approvers.check("UGROUP") == "unknown"  # Slack could not answer: callers deny
     assert await approvers.check("UGROUP") == "allowed"  # failures are not cached
-    assert len(fake.calls_to("usergroups.users.list")) == 3
+    assert len(slack.calls_to("usergroups.users.list")) == 3
     assert await Approvers((), None, client).check("UGROUP") == "unconfigured"
     assert await Approvers(("UA",), None, client).check("UGROUP") == "denied"
 

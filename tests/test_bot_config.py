@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import aiohttp
@@ -12,13 +11,6 @@ from fake_slack import FakeSlack, bot_settings
 from bot.main import BotConfigError, BotRuntime, run
 from crashcart import Settings
 from crashcart.cli import main
-
-
-@pytest.fixture
-async def fake() -> AsyncIterator[FakeSlack]:
-    server = await FakeSlack().start()
-    yield server
-    await server.stop()
 
 
 def one_line(err: str) -> str:
@@ -72,16 +64,16 @@ def test_jobs_dir_must_exist(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     assert "CRASHCART_JOBS_DIR is not a directory" in one_line(capsys.readouterr().err)
 
 
-async def test_slack_refuses_the_token(fake: FakeSlack, tmp_path: Path) -> None:
-    settings = bot_settings(tmp_path, fake, slack_bot_token="xoxb-revoked")
+async def test_slack_refuses_the_token(slack: FakeSlack, tmp_path: Path) -> None:
+    settings = bot_settings(tmp_path, slack, slack_bot_token="xoxb-revoked")
     runtime = BotRuntime(settings, "http", port=0, host="127.0.0.1")
     with pytest.raises(BotConfigError, match=r"Slack refused SLACK_BOT_TOKEN \(invalid_auth\)"):
         await runtime.start()
     await runtime.stop()
 
 
-async def test_healthz(fake: FakeSlack, tmp_path: Path) -> None:
-    runtime = BotRuntime(bot_settings(tmp_path, fake), "http", port=0, host="127.0.0.1")
+async def test_healthz(slack: FakeSlack, tmp_path: Path) -> None:
+    runtime = BotRuntime(bot_settings(tmp_path, slack), "http", port=0, host="127.0.0.1")
     await runtime.start()
     try:
         async with (
@@ -95,4 +87,4 @@ async def test_healthz(fake: FakeSlack, tmp_path: Path) -> None:
     # the bot's one client carries the configured base URL and retry handlers for 429s and connection errors
     kinds = {type(h).__name__ for h in runtime.client.retry_handlers}
     assert {"AsyncRateLimitErrorRetryHandler", "AsyncConnectionErrorRetryHandler"} <= kinds
-    assert runtime.client.base_url == fake.api_url
+    assert runtime.client.base_url == slack.api_url

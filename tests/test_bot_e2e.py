@@ -5,7 +5,6 @@ click refused -> an approver's click updates the message and the audit trail."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -26,15 +25,8 @@ CHANNEL = "C0INCIDENT"
 UPLOAD_TS = "1700000000.000100"
 
 
-@pytest.fixture
-async def fake() -> AsyncIterator[FakeSlack]:
-    server = await FakeSlack().start()
-    yield server
-    await server.stop()
-
-
-def runbook_of(fake: FakeSlack, thread_ts: str) -> dict[str, Any] | None:
-    return next((m for m in fake.thread(CHANNEL, thread_ts) if m["text"].startswith("Dry-run runbook")), None)
+def runbook_of(slack: FakeSlack, thread_ts: str) -> dict[str, Any] | None:
+    return next((m for m in slack.thread(CHANNEL, thread_ts) if m["text"].startswith("Dry-run runbook")), None)
 
 
 def has_buttons(message: dict[str, Any]) -> bool:
@@ -47,18 +39,18 @@ def state_of(bot: BotUnderTest, incident: str) -> str:
 
 
 async def upload_and_wait(
-    bot: BotUnderTest, fake: FakeSlack, name: str, data: bytes, *, event_id: str, ts: str
+    bot: BotUnderTest, slack: FakeSlack, name: str, data: bytes, *, event_id: str, ts: str
 ) -> dict[str, Any]:
-    entry = fake.add_file(name, data)
+    entry = slack.add_file(name, data)
     status, _ = await bot.deliver("events_api", file_share_event(CHANNEL, [entry], event_id=event_id, ts=ts))
     assert status == 200
-    return await fake.wait_for(lambda: runbook_of(fake, ts))
+    return await slack.wait_for(lambda: runbook_of(slack, ts))
 
 
 @pytest.mark.parametrize("mode", ["http", "socket"])
-async def test_upload_to_approval(fake: FakeSlack, tmp_path: Path, mode: str) -> None:
-    async with BotUnderTest(fake, bot_settings(tmp_path, fake), mode) as bot:
-        entry = fake.add_file("gpu-fell-off-bus.tar.gz", bundle_bytes())
+async def test_upload_to_approval(slack: FakeSlack, tmp_path: Path, mode: str) -> None:
+    async with BotUnderTest(slack, bot_settings(tmp_path, slack), mode) as bot:
+        entry = slack.add_file("gpu-fell-off-bus.tar.gz", bundle_bytes())
         body = file_share_event(CHANNEL, [entry], event_id="Ev0001", ts=UPLOAD_TS)
         status, _ = await bot.deliver("events_api", body)
         assert status == 200
@@ -66,23 +58,23 @@ async def test_upload_to_approval(fake: FakeSlack, tmp_path: Path, mode: str) ->
         status, _ = await bot.deliver("events_api", body, retry=1)
         assert status == 200
 
-        runbook = await fake.wait_for(lambda: runbook_of(fake, UPLOAD_TS))
+        runbook = await slack.wait_for(lambda: runbook_of(slack, UPLOAD_TS))
         await bot.drain()
-        thread = fake.thread(CHANNEL, UPLOAD_TS)
+        thread = slack.thread(CHANNEL, UPLOAD_TS)
 
         # the status message came first, in the thread, and was updated in place to the result
         status_msg = thread[0]
         assert status_msg["thread_ts"] == UPLOAD_TS
         assert status_msg["updates"] >= 2
         assert status_msg["text"].startswith("✅ Analysed bundle `gpu-fell-off-bus.tar.gz` (45 files")
-        first_post = fake.calls_to("chat.postMessage")[0].params
+        first_post = slack.calls_to("chat.postMessage")[0].params
         assert first_post["text"].startswith("⏳ Analysing bundle `gpu-fell-off-bus.tar.gz`")
         size = f"{len(bundle_bytes()) / 1024:.1f} KB"
         assert f"⏳ Analysing bundle `gpu-fell-off-bus.tar.gz` (45 files, {size})…" in status_msg["history"]
 
         # files.info, then the private download with the bot token
-        assert fake.calls_to("files.info")[-1].params["file"] == entry["id"]
-        assert fake.downloads == [{"file": entry["id"], "authorization": f"Bearer {fake.bot_token}"}]
+        assert slack.calls_to("files.info")[-1].params["file"] == entry["id"]
+        assert slack.downloads == [{"file": entry["id"], "authorization": f"Bearer {slack.bot_token}"}]
 
         # the diagnosis: root cause, culprit, confidence, verified citation with its quoted text, symptoms
         diagnosis = next(m for m in thread if m["text"].startswith("Root cause:"))
@@ -94,17 +86,17 @@ async def test_upload_to_approval(fake: FakeSlack, tmp_path: Path, mode: str) ->
         assert "*168×* `nccl_watchdog_timeout`" in text
 
         # postmortem and timeline in one upload, in the thread
-        [complete] = fake.calls_to("files.completeUploadExternal")
+        [complete] = slack.calls_to("files.completeUploadExternal")
         assert complete.params["channel_id"] == CHANNEL and complete.params["thread_ts"] == UPLOAD_TS
         titles = [f["title"] for f in json.loads(complete.params["files"])]
         assert titles == ["Postmortem draft", "Timeline"]
-        uploaded = list(fake.uploads.values())
+        uploaded = list(slack.uploads.values())
         assert any(d.startswith(b"\x89PNG") for d in uploaded)
         assert any(b"gpu-fell-off-bus/nodes/h100-b06-40/kern.log:26" in d for d in uploaded)
 
         # one analysis only, despite the retry
         assert sum(1 for m in thread if m["text"].startswith("Root cause:")) == 1
-        assert len(fake.calls_to("files.completeUploadExternal")) == 1
+        assert len(slack.calls_to("files.completeUploadExternal")) == 1
 
         # the runbook, with Approve (behind a confirm dialog) and Reject
         assert has_buttons(runbook)
@@ -115,16 +107,16 @@ async def test_upload_to_approval(fake: FakeSlack, tmp_path: Path, mode: str) ->
         assert state_of(bot, incident) == "proposed"
 
         # a non-approver's click: an ephemeral refusal, nothing changes
-        await bot.deliver("interactive", block_action(runbook, "runbook_approve", user="UINTRUDER", fake=fake))
-        refusal = await fake.wait_for(lambda: fake.calls_to("chat.postEphemeral"))
+        await bot.deliver("interactive", block_action(runbook, "runbook_approve", user="UINTRUDER", fake=slack))
+        refusal = await slack.wait_for(lambda: slack.calls_to("chat.postEphemeral"))
         assert refusal[0].params["user"] == "UINTRUDER"
         assert "Only runbook approvers" in refusal[0].params["text"]
         assert state_of(bot, incident) == "proposed"
         assert runbook["updates"] == 0 and has_buttons(runbook)
 
         # an approver's click: the message shows who approved, the audit trail has it
-        await bot.deliver("interactive", block_action(runbook, "runbook_approve", user="UAPPROVER", fake=fake))
-        await fake.wait_for(lambda: runbook["updates"] >= 1)
+        await bot.deliver("interactive", block_action(runbook, "runbook_approve", user="UAPPROVER", fake=slack))
+        await slack.wait_for(lambda: runbook["updates"] >= 1)
         assert "approved by <@UAPPROVER>" in runbook["text"]
         assert not has_buttons(runbook)
         assert any("Approved by <@UAPPROVER> at" in json.dumps(b, ensure_ascii=False) for b in runbook["blocks"])
@@ -140,21 +132,21 @@ async def test_upload_to_approval(fake: FakeSlack, tmp_path: Path, mode: str) ->
         assert get_runbook(store, incident).state == "approved"
 
 
-async def test_reject_asks_for_a_reason(fake: FakeSlack, tmp_path: Path) -> None:
-    async with BotUnderTest(fake, bot_settings(tmp_path, fake), "http") as bot:
+async def test_reject_asks_for_a_reason(slack: FakeSlack, tmp_path: Path) -> None:
+    async with BotUnderTest(slack, bot_settings(tmp_path, slack), "http") as bot:
         data = bundle_bytes("driver-too-old")
         runbook = await upload_and_wait(
-            bot, fake, "driver-too-old.tgz", data, event_id="Ev0100", ts="1700000001.000100"
+            bot, slack, "driver-too-old.tgz", data, event_id="Ev0100", ts="1700000001.000100"
         )
         incident = runbook["blocks"][-1]["elements"][0]["value"].split(":")[0]
 
         # a non-approver gets no modal
-        await bot.deliver("interactive", block_action(runbook, "runbook_reject", user="UINTRUDER", fake=fake))
-        await fake.wait_for(lambda: fake.calls_to("chat.postEphemeral"))
-        assert fake.calls_to("views.open") == []
+        await bot.deliver("interactive", block_action(runbook, "runbook_reject", user="UINTRUDER", fake=slack))
+        await slack.wait_for(lambda: slack.calls_to("chat.postEphemeral"))
+        assert slack.calls_to("views.open") == []
 
-        await bot.deliver("interactive", block_action(runbook, "runbook_reject", user="UAPPROVER", fake=fake))
-        [opened] = await fake.wait_for(lambda: fake.calls_to("views.open"))
+        await bot.deliver("interactive", block_action(runbook, "runbook_reject", user="UAPPROVER", fake=slack))
+        [opened] = await slack.wait_for(lambda: slack.calls_to("views.open"))
         view = opened.params["view"]
         assert view["callback_id"] == "runbook_reject_modal"
 
@@ -166,7 +158,7 @@ async def test_reject_asks_for_a_reason(fake: FakeSlack, tmp_path: Path) -> None
             "interactive", view_submission(view, "drain needs a maintenance window", user="UAPPROVER")
         )
         assert status == 200
-        await fake.wait_for(lambda: runbook["updates"] >= 1)
+        await slack.wait_for(lambda: runbook["updates"] >= 1)
         assert "rejected by <@UAPPROVER>" in runbook["text"]
         assert "maintenance window" in json.dumps(runbook["blocks"])
         assert bot.runtime.store is not None
@@ -174,7 +166,7 @@ async def test_reject_asks_for_a_reason(fake: FakeSlack, tmp_path: Path) -> None
         assert (record.state, record.reason) == ("rejected", "drain needs a maintenance window")
 
         # a second decision is refused and reported to the clicker only
-        before = len(fake.calls_to("chat.postEphemeral"))
+        before = len(slack.calls_to("chat.postEphemeral"))
         await bot.deliver(
             "interactive",
             block_action(
@@ -196,9 +188,9 @@ async def test_reject_asks_for_a_reason(fake: FakeSlack, tmp_path: Path) -> None
                 },
                 "runbook_approve",
                 user="UAPPROVER",
-                fake=fake,
+                fake=slack,
             ),
         )
-        late = await fake.wait_for(lambda: fake.calls_to("chat.postEphemeral")[before:])
+        late = await slack.wait_for(lambda: slack.calls_to("chat.postEphemeral")[before:])
         assert "already rejected" in late[0].params["text"]
         assert get_runbook(bot.runtime.store, incident).state == "rejected"

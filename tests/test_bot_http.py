@@ -28,15 +28,8 @@ CHANNEL = "C0INCIDENT"
 
 
 @pytest.fixture
-async def fake() -> AsyncIterator[FakeSlack]:
-    server = await FakeSlack().start()
-    yield server
-    await server.stop()
-
-
-@pytest.fixture
-async def bot(fake: FakeSlack, tmp_path: Path) -> AsyncIterator[BotUnderTest]:
-    async with BotUnderTest(fake, bot_settings(tmp_path, fake), "http") as running:
+async def bot(slack: FakeSlack, tmp_path: Path) -> AsyncIterator[BotUnderTest]:
+    async with BotUnderTest(slack, bot_settings(tmp_path, slack), "http") as running:
         yield running
 
 
@@ -53,12 +46,12 @@ def jobs(bot: BotUnderTest) -> list[Any]:
     return bot.runtime.queue.jobs()
 
 
-def worked(fake: FakeSlack) -> list[str]:
-    return [c.method for c in fake.calls if c.method != "auth.test"]
+def worked(slack: FakeSlack) -> list[str]:
+    return [c.method for c in slack.calls if c.method != "auth.test"]
 
 
-async def test_signatures_are_checked(bot: BotUnderTest, fake: FakeSlack) -> None:
-    entry = fake.add_file("gpu-fell-off-bus.tar.gz", bundle_bytes())
+async def test_signatures_are_checked(bot: BotUnderTest, slack: FakeSlack) -> None:
+    entry = slack.add_file("gpu-fell-off-bus.tar.gz", bundle_bytes())
     body, content_type = encode(
         "events_api", file_share_event(CHANNEL, [entry], event_id="EvSig", ts="1700000000.000100")
     )
@@ -71,15 +64,15 @@ async def test_signatures_are_checked(bot: BotUnderTest, fake: FakeSlack) -> Non
     tampered = body.replace("bundle from the failed run", "bundle from another run")
     assert (await post_raw(bot, tampered, {**signed_headers(body), **json_type}))[0] == 401
     assert (await post_raw(bot, body, json_type))[0] == 401  # no signature at all
-    assert jobs(bot) == [] and worked(fake) == []  # no listener ran
+    assert jobs(bot) == [] and worked(slack) == []  # no listener ran
 
     assert (await post_raw(bot, body, {**signed_headers(body), **json_type}))[0] == 200
-    await fake.wait_for(lambda: fake.calls_to("files.completeUploadExternal"))
+    await slack.wait_for(lambda: slack.calls_to("files.completeUploadExternal"))
     await bot.drain()
     assert [j.state for j in jobs(bot)] == ["done"]
 
 
-async def test_everything_else_is_acknowledged_and_ignored(bot: BotUnderTest, fake: FakeSlack) -> None:
+async def test_everything_else_is_acknowledged_and_ignored(bot: BotUnderTest, slack: FakeSlack) -> None:
     reaction = {
         "type": "reaction_added",
         "user": "U1",
@@ -98,9 +91,9 @@ async def test_everything_else_is_acknowledged_and_ignored(bot: BotUnderTest, fa
     chatter = {"type": "message", "user": "U1", "channel": CHANNEL, "ts": "1.5", "text": "anyone seen this?"}
     for n, event in enumerate([reaction, join, chatter]):
         assert (await bot.deliver("events_api", event_callback(event, event_id=f"EvX{n}")))[0] == 200
-    notes = fake.add_file("notes.txt", b"not a bundle")
+    notes = slack.add_file("notes.txt", b"not a bundle")
     assert (await bot.deliver("events_api", file_share_event(CHANNEL, [notes], event_id="EvTxt", ts="1.6")))[0] == 200
-    own = file_share_event(CHANNEL, [fake.add_file("postmortem.tar", b"x")], event_id="EvOwn", ts="1.7")
+    own = file_share_event(CHANNEL, [slack.add_file("postmortem.tar", b"x")], event_id="EvOwn", ts="1.7")
     own["event"] |= {"user": "UBOT", "bot_id": "BBOT"}  # our own upload coming back
     assert (await bot.deliver("events_api", own))[0] == 200
     message = {
@@ -115,60 +108,60 @@ async def test_everything_else_is_acknowledged_and_ignored(bot: BotUnderTest, fa
             }
         ],
     }
-    assert (await bot.deliver("interactive", block_action(message, "something_else", user="U1", fake=fake)))[0] == 200
+    assert (await bot.deliver("interactive", block_action(message, "something_else", user="U1", fake=slack)))[0] == 200
     await bot.drain()
-    assert jobs(bot) == [] and worked(fake) == []
+    assert jobs(bot) == [] and worked(slack) == []
 
 
-async def test_one_analysis_per_file_in_a_channel(bot: BotUnderTest, fake: FakeSlack) -> None:
-    entry = fake.add_file("gpu-fell-off-bus.tar.gz", bundle_bytes())
+async def test_one_analysis_per_file_in_a_channel(bot: BotUnderTest, slack: FakeSlack) -> None:
+    entry = slack.add_file("gpu-fell-off-bus.tar.gz", bundle_bytes())
     first = file_share_event(CHANNEL, [entry], event_id="EvA", ts="1700000000.000100")
     again = file_share_event(CHANNEL, [entry], event_id="EvB", ts="1700000000.000100")  # same file, another event
     for body, retry in ((first, 0), (first, 2), (again, 0)):
         assert (await bot.deliver("events_api", body, retry=retry))[0] == 200
-    await fake.wait_for(lambda: fake.calls_to("files.completeUploadExternal"))
+    await slack.wait_for(lambda: slack.calls_to("files.completeUploadExternal"))
     await bot.drain()
     assert len(jobs(bot)) == 1
-    assert len(fake.calls_to("files.completeUploadExternal")) == 1
-    assert len(fake.downloads) == 1
+    assert len(slack.calls_to("files.completeUploadExternal")) == 1
+    assert len(slack.downloads) == 1
 
 
-async def test_rate_limited_post_is_retried(bot: BotUnderTest, fake: FakeSlack) -> None:
-    fake.fail_next("chat.postMessage", status=429, retry_after=0)
-    entry = fake.add_file("gpu-fell-off-bus.tar.gz", bundle_bytes())
+async def test_rate_limited_post_is_retried(bot: BotUnderTest, slack: FakeSlack) -> None:
+    slack.fail_next("chat.postMessage", status=429, retry_after=0)
+    entry = slack.add_file("gpu-fell-off-bus.tar.gz", bundle_bytes())
     await bot.deliver("events_api", file_share_event(CHANNEL, [entry], event_id="Ev429", ts="1700000000.000100"))
-    await fake.wait_for(lambda: any(m["text"].startswith("Dry-run runbook") for m in fake.messages.values()))
+    await slack.wait_for(lambda: any(m["text"].startswith("Dry-run runbook") for m in slack.messages.values()))
     await bot.drain()
-    posts = fake.calls_to("chat.postMessage")
+    posts = slack.calls_to("chat.postMessage")
     assert posts[0].params["text"] == posts[1].params["text"]  # the rate-limited status message, sent again
     assert posts[1].params["text"].startswith("⏳ Analysing bundle")
-    assert len(posts) == len(fake.messages) + 1
+    assert len(posts) == len(slack.messages) + 1
     assert [j.state for j in jobs(bot)] == ["done"]
 
 
-async def test_a_broken_bundle_gets_a_short_reason(bot: BotUnderTest, fake: FakeSlack) -> None:
-    entry = fake.add_file("broken.tar.gz", b"\x1f\x8b\x08\x00garbage, not a gzip stream at all" * 10)
+async def test_a_broken_bundle_gets_a_short_reason(bot: BotUnderTest, slack: FakeSlack) -> None:
+    entry = slack.add_file("broken.tar.gz", b"\x1f\x8b\x08\x00garbage, not a gzip stream at all" * 10)
     await bot.deliver("events_api", file_share_event(CHANNEL, [entry], event_id="EvBad", ts="1700000000.000200"))
-    await fake.wait_for(lambda: [j for j in jobs(bot) if j.state == "failed"])
+    await slack.wait_for(lambda: [j for j in jobs(bot) if j.state == "failed"])
     await bot.drain()
     [job] = jobs(bot)
-    texts = [m["text"] for m in fake.messages.values()]
+    texts = [m["text"] for m in slack.messages.values()]
     reply = texts[-1]
     assert reply.startswith("❌ Could not analyse bundle `broken.tar.gz`: the archive is truncated or malformed")
     assert f"job `{job.id}`" in reply
     assert all("Traceback" not in t for t in texts)
-    assert fake.calls_to("files.completeUploadExternal") == []
+    assert slack.calls_to("files.completeUploadExternal") == []
 
 
-async def test_a_slack_failure_names_the_incident(bot: BotUnderTest, fake: FakeSlack) -> None:
-    fake.fail_next("files.completeUploadExternal", error="not_in_channel")
-    entry = fake.add_file("gpu-fell-off-bus.tar.gz", bundle_bytes())
+async def test_a_slack_failure_names_the_incident(bot: BotUnderTest, slack: FakeSlack) -> None:
+    slack.fail_next("files.completeUploadExternal", error="not_in_channel")
+    entry = slack.add_file("gpu-fell-off-bus.tar.gz", bundle_bytes())
     await bot.deliver("events_api", file_share_event(CHANNEL, [entry], event_id="EvNic", ts="1700000000.000300"))
-    await fake.wait_for(lambda: [j for j in jobs(bot) if j.state == "failed"])
+    await slack.wait_for(lambda: [j for j in jobs(bot) if j.state == "failed"])
     await bot.drain()
     [job] = jobs(bot)
     assert job.incident_id is not None
-    status = fake.messages[str(job.status_ts)]
+    status = slack.messages[str(job.status_ts)]
     assert status["text"] == (
         f"❌ Could not analyse bundle `gpu-fell-off-bus.tar.gz`: Slack refused a request (not_in_channel) "
         f"(incident `{job.incident_id}`)."

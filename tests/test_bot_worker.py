@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import multiprocessing
 import os
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -21,15 +20,8 @@ from bot.queue import JobQueue
 CHANNEL = "C0INCIDENT"
 
 
-@pytest.fixture
-async def fake() -> AsyncIterator[FakeSlack]:
-    server = await FakeSlack().start()
-    yield server
-    await server.stop()
-
-
-def in_thread(fake: FakeSlack, ts: str, prefix: str) -> list[dict[str, Any]]:
-    return [m for m in fake.thread(CHANNEL, ts) if m["text"].startswith(prefix)]
+def in_thread(slack: FakeSlack, ts: str, prefix: str) -> list[dict[str, Any]]:
+    return [m for m in slack.thread(CHANNEL, ts) if m["text"].startswith(prefix)]
 
 
 def jobs(bot: BotUnderTest) -> list[Any]:
@@ -37,69 +29,69 @@ def jobs(bot: BotUnderTest) -> list[Any]:
     return bot.runtime.queue.jobs()
 
 
-async def test_restart_mid_job_resumes_it(fake: FakeSlack, tmp_path: Path) -> None:
-    settings = bot_settings(tmp_path, fake)
-    entry = fake.add_file("gpu-fell-off-bus.tar.gz", bundle_bytes())
-    fake.holds[entry["id"]] = asyncio.Event()  # the download hangs: the bot is stopped mid-job
+async def test_restart_mid_job_resumes_it(slack: FakeSlack, tmp_path: Path) -> None:
+    settings = bot_settings(tmp_path, slack)
+    entry = slack.add_file("gpu-fell-off-bus.tar.gz", bundle_bytes())
+    slack.holds[entry["id"]] = asyncio.Event()  # the download hangs: the bot is stopped mid-job
     ts = "1700000000.000100"
-    async with BotUnderTest(fake, settings, "http") as first:
+    async with BotUnderTest(slack, settings, "http") as first:
         await first.deliver("events_api", file_share_event(CHANNEL, [entry], event_id="EvR", ts=ts))
-        await fake.wait_for(lambda: fake.downloads)
+        await slack.wait_for(lambda: slack.downloads)
         assert [j.state for j in jobs(first)] == ["running"]
-        assert len(in_thread(fake, ts, "⏳ Analysing")) == 1
-    fake.holds[entry["id"]].set()
+        assert len(in_thread(slack, ts, "⏳ Analysing")) == 1
+    slack.holds[entry["id"]].set()
 
-    async with BotUnderTest(fake, settings, "http") as second:  # same database: the job resumes on start
-        await fake.wait_for(lambda: in_thread(fake, ts, "Dry-run runbook"))
+    async with BotUnderTest(slack, settings, "http") as second:  # same database: the job resumes on start
+        await slack.wait_for(lambda: in_thread(slack, ts, "Dry-run runbook"))
         await second.drain()
         [job] = jobs(second)
         assert (job.state, job.attempts) == ("done", 2)
-    statuses = [m for m in fake.thread(CHANNEL, ts) if m["ts"] == job.status_ts]
+    statuses = [m for m in slack.thread(CHANNEL, ts) if m["ts"] == job.status_ts]
     assert len(statuses) == 1 and "(resumed after a restart)" in statuses[0]["text"]
     assert statuses[0]["text"].startswith("✅ Analysed bundle")
-    assert len([c for c in fake.calls_to("chat.postMessage") if c.params["text"].startswith("⏳")]) == 1
-    assert len(in_thread(fake, ts, "Root cause:")) == 1
-    assert len(in_thread(fake, ts, "Dry-run runbook")) == 1
-    assert len(fake.calls_to("files.completeUploadExternal")) == 1
+    assert len([c for c in slack.calls_to("chat.postMessage") if c.params["text"].startswith("⏳")]) == 1
+    assert len(in_thread(slack, ts, "Root cause:")) == 1
+    assert len(in_thread(slack, ts, "Dry-run runbook")) == 1
+    assert len(slack.calls_to("files.completeUploadExternal")) == 1
 
 
-async def test_a_slow_job_does_not_block_another(fake: FakeSlack, tmp_path: Path) -> None:
-    slow = fake.add_file("slow.tar.gz", bundle_bytes())
-    quick = fake.add_file("quick.tgz", bundle_bytes("driver-too-old"))
-    fake.holds[slow["id"]] = asyncio.Event()
-    async with BotUnderTest(fake, bot_settings(tmp_path, fake, bot_max_jobs=2), "http") as bot:
+async def test_a_slow_job_does_not_block_another(slack: FakeSlack, tmp_path: Path) -> None:
+    slow = slack.add_file("slow.tar.gz", bundle_bytes())
+    quick = slack.add_file("quick.tgz", bundle_bytes("driver-too-old"))
+    slack.holds[slow["id"]] = asyncio.Event()
+    async with BotUnderTest(slack, bot_settings(tmp_path, slack, bot_max_jobs=2), "http") as bot:
         await bot.deliver("events_api", file_share_event(CHANNEL, [slow], event_id="EvS", ts="1.000100"))
-        await fake.wait_for(lambda: fake.downloads)
+        await slack.wait_for(lambda: slack.downloads)
         await bot.deliver("events_api", file_share_event(CHANNEL, [quick], event_id="EvQ", ts="2.000100"))
-        await fake.wait_for(lambda: {j.source: j.state for j in jobs(bot)}.get(quick["id"]) == "done")
+        await slack.wait_for(lambda: {j.source: j.state for j in jobs(bot)}.get(quick["id"]) == "done")
         assert {j.source: j.state for j in jobs(bot)} == {slow["id"]: "running", quick["id"]: "done"}
-        fake.holds[slow["id"]].set()
-        await fake.wait_for(lambda: in_thread(fake, "1.000100", "Dry-run runbook"))
+        slack.holds[slow["id"]].set()
+        await slack.wait_for(lambda: in_thread(slack, "1.000100", "Dry-run runbook"))
         await bot.drain()
         assert {j.state for j in jobs(bot)} == {"done"}
 
 
-async def test_a_job_over_its_time_fails_with_a_reason(fake: FakeSlack, tmp_path: Path) -> None:
-    entry = fake.add_file("hangs.tar.gz", bundle_bytes())
-    fake.holds[entry["id"]] = asyncio.Event()
-    async with BotUnderTest(fake, bot_settings(tmp_path, fake, bot_job_timeout_s=0.5), "http") as bot:
+async def test_a_job_over_its_time_fails_with_a_reason(slack: FakeSlack, tmp_path: Path) -> None:
+    entry = slack.add_file("hangs.tar.gz", bundle_bytes())
+    slack.holds[entry["id"]] = asyncio.Event()
+    async with BotUnderTest(slack, bot_settings(tmp_path, slack, bot_job_timeout_s=0.5), "http") as bot:
         await bot.deliver("events_api", file_share_event(CHANNEL, [entry], event_id="EvT", ts="3.000100"))
-        [reply] = await fake.wait_for(lambda: in_thread(fake, "3.000100", "❌"))
+        [reply] = await slack.wait_for(lambda: in_thread(slack, "3.000100", "❌"))
         await bot.drain()
         assert "the analysis took longer than 0.5 s (CRASHCART_BOT_JOB_TIMEOUT_S) and was stopped" in reply["text"]
         assert [j.state for j in jobs(bot)] == ["failed"]
-    fake.holds[entry["id"]].set()
+    slack.holds[entry["id"]].set()
 
 
-async def test_a_slack_call_timing_out_fails_the_job(fake: FakeSlack, tmp_path: Path) -> None:
+async def test_a_slack_call_timing_out_fails_the_job(slack: FakeSlack, tmp_path: Path) -> None:
     # slack_sdk raises a plain TimeoutError when a Web API call outlives the client's timeout;
     # the job must fail with a short Slack reason, not stay "running" without a reply
-    fake.api_holds["files.info"] = asyncio.Event()  # files.info never answers
-    client = AsyncWebClient(token=fake.bot_token, base_url=fake.api_url, timeout=0.2)
-    entry = fake.add_file("slow-info.tar.gz", bundle_bytes())
-    async with BotUnderTest(fake, bot_settings(tmp_path, fake), "http", client=client) as bot:
+    slack.api_holds["files.info"] = asyncio.Event()  # files.info never answers
+    client = AsyncWebClient(token=slack.bot_token, base_url=slack.api_url, timeout=0.2)
+    entry = slack.add_file("slow-info.tar.gz", bundle_bytes())
+    async with BotUnderTest(slack, bot_settings(tmp_path, slack), "http", client=client) as bot:
         await bot.deliver("events_api", file_share_event(CHANNEL, [entry], event_id="EvSlow", ts="5.000100"))
-        [reply] = await fake.wait_for(lambda: in_thread(fake, "5.000100", "❌"))
+        [reply] = await slack.wait_for(lambda: in_thread(slack, "5.000100", "❌"))
         await bot.drain()
         assert "Slack refused a request (no answer in time)" in reply["text"]
         assert "Traceback" not in reply["text"] and "took longer than" not in reply["text"]
@@ -107,35 +99,35 @@ async def test_a_slack_call_timing_out_fails_the_job(fake: FakeSlack, tmp_path: 
         assert (job.state, job.error) == ("failed", "Slack refused a request (no answer in time)")
 
 
-async def test_an_upload_over_the_cap_is_refused_before_download(fake: FakeSlack, tmp_path: Path) -> None:
-    entry = fake.add_file("huge.tar.gz", b"x" * 10, size=5 * 1024**3)
-    async with BotUnderTest(fake, bot_settings(tmp_path, fake), "http") as bot:
+async def test_an_upload_over_the_cap_is_refused_before_download(slack: FakeSlack, tmp_path: Path) -> None:
+    entry = slack.add_file("huge.tar.gz", b"x" * 10, size=5 * 1024**3)
+    async with BotUnderTest(slack, bot_settings(tmp_path, slack), "http") as bot:
         await bot.deliver("events_api", file_share_event(CHANNEL, [entry], event_id="EvH", ts="4.000100"))
-        [reply] = await fake.wait_for(lambda: in_thread(fake, "4.000100", "❌"))
+        [reply] = await slack.wait_for(lambda: in_thread(slack, "4.000100", "❌"))
         await bot.drain()
     assert "the bundle is 5.00 GB, over the bot's upload cap of 2.00 GB" in reply["text"]
-    assert fake.downloads == []
+    assert slack.downloads == []
 
 
-async def test_download_sends_the_token_only_where_it_belongs(fake: FakeSlack, tmp_path: Path) -> None:
-    entry = fake.add_file("b.tar.gz", b"bundle bytes")
+async def test_download_sends_the_token_only_where_it_belongs(slack: FakeSlack, tmp_path: Path) -> None:
+    entry = slack.add_file("b.tar.gz", b"bundle bytes")
     url = entry["url_private_download"]
-    hosts = token_hosts(fake.api_url)
-    http_host = plain_http_host(fake.api_url)
-    assert http_host == f"127.0.0.1:{fake.port}" and plain_http_host("https://slack.com/api/") is None
+    hosts = token_hosts(slack.api_url)
+    http_host = plain_http_host(slack.api_url)
+    assert http_host == f"127.0.0.1:{slack.port}" and plain_http_host("https://slack.com/api/") is None
     with pytest.raises(DownloadError, match="refusing to send the bot token"):
         await download(
-            url.replace("127.0.0.1", "localhost"), fake.bot_token, tmp_path / "a", max_bytes=100, allowed_hosts=hosts
+            url.replace("127.0.0.1", "localhost"), slack.bot_token, tmp_path / "a", max_bytes=100, allowed_hosts=hosts
         )
     with pytest.raises(DownloadError, match="over plain http"):  # http only to the configured API host
-        await download(url, fake.bot_token, tmp_path / "h", max_bytes=100, allowed_hosts=hosts, http_host=None)
+        await download(url, slack.bot_token, tmp_path / "h", max_bytes=100, allowed_hosts=hosts, http_host=None)
     plain = "http://files.slack.com/files-pri/T1-F1/download/b.tar.gz"
     with pytest.raises(DownloadError, match=r"refusing to send the bot token to files\.slack\.com over plain http"):
-        await download(plain, fake.bot_token, tmp_path / "h", max_bytes=100, allowed_hosts=hosts, http_host=http_host)
+        await download(plain, slack.bot_token, tmp_path / "h", max_bytes=100, allowed_hosts=hosts, http_host=http_host)
     with pytest.raises(DownloadError, match="web page"):  # Slack's login page for a bad token
         await download(url, "xoxb-wrong", tmp_path / "b", max_bytes=100, allowed_hosts=hosts, http_host=http_host)
-    assert fake.downloads == [{"file": entry["id"], "authorization": "Bearer xoxb-wrong"}]
-    ok = await download(url, fake.bot_token, tmp_path / "c", max_bytes=100, allowed_hosts=hosts, http_host=http_host)
+    assert slack.downloads == [{"file": entry["id"], "authorization": "Bearer xoxb-wrong"}]
+    ok = await download(url, slack.bot_token, tmp_path / "c", max_bytes=100, allowed_hosts=hosts, http_host=http_host)
     assert ok == 12
     assert (tmp_path / "c").read_bytes() == b"bundle bytes"
     assert not (tmp_path / "b").exists() and not (tmp_path / "b.part").exists()
@@ -167,9 +159,9 @@ def test_job_bundles_are_found_by_id_only(tmp_path: Path) -> None:
         assert find_job_bundle(tmp_path, bad) is None
 
 
-async def test_a_job_that_keeps_crashing_the_bot_is_given_up(fake: FakeSlack, tmp_path: Path) -> None:
-    settings = bot_settings(tmp_path, fake)
-    entry = fake.add_file("poison.tar.gz", bundle_bytes())
+async def test_a_job_that_keeps_crashing_the_bot_is_given_up(slack: FakeSlack, tmp_path: Path) -> None:
+    settings = bot_settings(tmp_path, slack)
+    entry = slack.add_file("poison.tar.gz", bundle_bytes())
     settings.db.parent.mkdir(parents=True)
     queue = JobQueue(settings.db)
     job = queue.enqueue(
@@ -186,12 +178,12 @@ async def test_a_job_that_keeps_crashing_the_bot_is_given_up(fake: FakeSlack, tm
     for _ in range(3):  # three starts, each ended by a crash of the whole bot
         queue.start(job.id)
     queue.close()
-    async with BotUnderTest(fake, settings, "http") as bot:
-        [reply] = await fake.wait_for(lambda: in_thread(fake, "8.000100", "❌"))
+    async with BotUnderTest(slack, settings, "http") as bot:
+        [reply] = await slack.wait_for(lambda: in_thread(slack, "8.000100", "❌"))
         await bot.drain()
         assert "the analysis was interrupted 3 times; giving up" in reply["text"]
         assert [j.state for j in jobs(bot)] == ["failed"]
-    assert fake.downloads == []
+    assert slack.downloads == []
 
 
 class HangingModel:
@@ -235,13 +227,13 @@ def alive(pid: int) -> bool:
     return True
 
 
-async def test_a_timed_out_analysis_is_killed_and_frees_its_slot(fake: FakeSlack, tmp_path: Path) -> None:
+async def test_a_timed_out_analysis_is_killed_and_frees_its_slot(slack: FakeSlack, tmp_path: Path) -> None:
     # the first job's analysis waits forever on a model call inside its own process; the timeout
     # kills that process, and only then does the single slot go to the second job
     model = await HangingModel().start()
     settings = bot_settings(
         tmp_path,
-        fake,
+        slack,
         bot_max_jobs=1,
         bot_job_timeout_s=3,
         engine="llm",
@@ -253,21 +245,21 @@ async def test_a_timed_out_analysis_is_killed_and_frees_its_slot(fake: FakeSlack
         llm_max_retries=0,
         llm_timeout_s=600,
     )
-    hung = fake.add_file("hangs.tar.gz", bundle_bytes())
-    second = fake.add_file("second.tgz", bundle_bytes("driver-too-old"))
+    hung = slack.add_file("hangs.tar.gz", bundle_bytes())
+    second = slack.add_file("second.tgz", bundle_bytes("driver-too-old"))
     try:
-        async with BotUnderTest(fake, settings, "http") as bot:
+        async with BotUnderTest(slack, settings, "http") as bot:
             assert bot.runtime.worker is not None
             worker = bot.runtime.worker
             await bot.deliver("events_api", file_share_event(CHANNEL, [hung], event_id="EvK1", ts="6.000100"))
-            [pid] = await fake.wait_for(lambda: list(worker.analysis_pids.values()))
+            [pid] = await slack.wait_for(lambda: list(worker.analysis_pids.values()))
             await bot.deliver("events_api", file_share_event(CHANNEL, [second], event_id="EvK2", ts="7.000100"))
-            [reply] = await fake.wait_for(lambda: in_thread(fake, "6.000100", "❌"))
+            [reply] = await slack.wait_for(lambda: in_thread(slack, "6.000100", "❌"))
             assert "took longer than 3 s (CRASHCART_BOT_JOB_TIMEOUT_S) and was stopped" in reply["text"]
             assert model.first.is_set()  # it was stuck in the model call, not before
             assert not alive(pid)
             assert multiprocessing.active_children() == []
-            await fake.wait_for(lambda: in_thread(fake, "7.000100", "Dry-run runbook"), within=60)
+            await slack.wait_for(lambda: in_thread(slack, "7.000100", "Dry-run runbook"), within=60)
             await bot.drain()
             assert {j.source: j.state for j in jobs(bot)} == {hung["id"]: "failed", second["id"]: "done"}
             assert worker.analysis_pids == {} and multiprocessing.active_children() == []
