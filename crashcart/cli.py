@@ -147,6 +147,8 @@ def _run(args: argparse.Namespace, settings: Settings, err: Console) -> int:
         from bot.main import run as run_bot  # lazily: the core never imports Slack code
 
         return run_bot(settings, "http" if args.http else "socket", args.port)
+    if args.command == "diagnose" and args.no_store:
+        return _diagnose(args, settings, None, err)
     from crashcart.store import Store
 
     store = Store(settings.store)
@@ -175,7 +177,7 @@ def _run(args: argparse.Namespace, settings: Settings, err: Console) -> int:
     return 1
 
 
-def _diagnose(args: argparse.Namespace, settings: Settings, store: Store, err: Console) -> int:
+def _diagnose(args: argparse.Namespace, settings: Settings, store: Store | None, err: Console) -> int:
     from crashcart.pipeline import diagnose
     from crashcart.report.terminal import render
 
@@ -207,7 +209,7 @@ def _diagnose(args: argparse.Namespace, settings: Settings, store: Store, err: C
                 args.bundle,
                 settings,
                 job_id=args.job_id,
-                store=None if args.no_store else store,
+                store=store,
                 progress=progress,
                 on_stage=on_stage,
             )
@@ -218,8 +220,7 @@ def _diagnose(args: argparse.Namespace, settings: Settings, store: Store, err: C
     doc = outcome.document
     payload = doc.model_dump(mode="json", by_alias=True)
     if args.out:
-        stored = None if args.no_store else store
-        _write_reports(args.out, outcome, stored)
+        _write_reports(args.out, outcome, store)
     if args.json:
         sys.stdout.write(json.dumps(payload, ensure_ascii=False) + "\n")
     else:

@@ -7,6 +7,7 @@ line, cheap enough to run on every line of a bundle.
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections import Counter
 from collections.abc import Iterable
@@ -197,23 +198,39 @@ def parse_time(line: str, ctx: ClockContext = _DEFAULT_CONTEXT) -> ParsedTime | 
 
 
 def detect_clock(lines: Iterable[str]) -> ClockKind:
-    """The majority clock kind over (up to 2000 non-blank) ``lines``; "none" when < 20% carry a time."""
+    """The majority clock kind over (up to 2000 non-blank) ``lines``; "none" when < 20% carry a time.
+
+    Stops parsing as soon as the lines not parsed yet can no longer change the answer (the same answer as
+    parsing them all: a log whose every line has a date is decided half way)."""
+    sample = list(itertools.islice((line for line in lines if line.strip()), _SAMPLE))
+    total = len(sample)
     counts: Counter[ClockKind] = Counter()
-    seen = 0
-    for line in lines:
-        if not line.strip():
-            continue
-        seen += 1
-        parsed = parse_time(line)
-        if parsed is not None:
-            counts[parsed.kind] += 1
-        if seen >= _SAMPLE:
-            break
-    timed = sum(counts.values())
-    if seen == 0 or timed * 5 < seen:
-        return "none"
     order: tuple[ClockKind, ...] = ("absolute", "no_year", "boot_relative")
+    for seen, line in enumerate(sample, 1):
+        parsed = parse_time(line)
+        if parsed is None:
+            continue
+        counts[parsed.kind] += 1
+        left = total - seen
+        if counts.total() * 5 >= total and _decided(counts, parsed.kind, left, order):
+            return parsed.kind
+    if total == 0 or counts.total() * 5 < total:
+        return "none"
     return max(order, key=lambda kind: counts[kind])
+
+
+def _decided(counts: Counter[ClockKind], leader: ClockKind, left: int, order: tuple[ClockKind, ...]) -> bool:
+    """True when ``leader`` stays the majority whatever the ``left`` lines still to parse turn out to be
+    (ties go to the kind earlier in ``order``, as in ``max``)."""
+    lead = counts[leader]
+    rank = order.index(leader)
+    for i, kind in enumerate(order):
+        if kind == leader:
+            continue
+        rival = counts[kind] + left
+        if rival > lead or (rival == lead and i < rank):
+            return False
+    return True
 
 
 def infer_year(lines: Iterable[str]) -> int | None:

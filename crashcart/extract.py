@@ -357,6 +357,7 @@ class _Builder:
     expanded: int = 0  # bytes any decompressor produced
     _files: set[str] = field(default_factory=set)
     _dirs: set[str] = field(default_factory=set)  # parents of the files taken
+    _made: set[Path] = field(default_factory=set)  # directories created in the work dir and checked
 
     # caps
     def _count(self) -> None:
@@ -428,11 +429,16 @@ class _Builder:
         return self.work
 
     def _dest(self, path: str) -> Path:
+        """Where member ``path`` is written. Its directory is resolved once (it must stay inside the work
+        dir); the file itself is then created with ``O_EXCL``, which never follows a link."""
         root = self._work_root()
         dest = root.joinpath(*path.split("/"))
-        if not dest.resolve().is_relative_to(root):
-            raise UnsafeBundlePath(f"{self.label}: member {path!r} resolves outside the extraction directory")
-        dest.parent.mkdir(parents=True, exist_ok=True)
+        parent = dest.parent
+        if parent not in self._made:
+            if not parent.resolve().is_relative_to(root):
+                raise UnsafeBundlePath(f"{self.label}: member {path!r} resolves outside the extraction directory")
+            parent.mkdir(parents=True, exist_ok=True)
+            self._made.add(parent)
         return dest
 
     # taking members

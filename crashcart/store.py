@@ -15,10 +15,9 @@ import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, TypeVar
 
 from pydantic import BaseModel, ConfigDict
-from sqlite_utils import Database
 
 from crashcart.errors import IncidentNotFound, RunbookError, StoreError
 from crashcart.models import (
@@ -32,6 +31,9 @@ from crashcart.models import (
     Group,
 )
 from crashcart.settings import StoreSettings
+
+if TYPE_CHECKING:  # imported when a store is opened: commands that keep no store never load it
+    from sqlite_utils import Database
 
 BUSY_TIMEOUT_MS = 5_000
 # What a statement or a row conversion can raise: sqlite3 itself, pydantic serialisation and
@@ -496,6 +498,8 @@ def _search_body(
 
 
 def _open(path: Path, busy_timeout_ms: int) -> Database:
+    from sqlite_utils import Database
+
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

@@ -385,6 +385,39 @@ def test_detect_clock_samples_a_bounded_prefix() -> None:
     assert detect_clock(lines()) == "absolute"
 
 
+_KINDS_OF_LINE = [
+    "2026-11-30T02:13:07Z absolute",
+    "Nov 30 02:13:07 h kernel: no year",
+    "[   12.345678] NVRM: boot relative",
+    "h:1:1 [0] NCCL INFO no clock",
+    "",
+]
+
+
+def _majority_of_all(lines: list[str]) -> ClockKind:
+    """detect_clock without stopping early: every sampled line parsed, then the majority."""
+    sample = [ln for ln in lines if ln.strip()][:2000]
+    counts = {"absolute": 0, "no_year": 0, "boot_relative": 0}
+    for ln in sample:
+        parsed = parse_time(ln)
+        if parsed is not None:
+            counts[parsed.kind] += 1
+    if not sample or sum(counts.values()) * 5 < len(sample):
+        return "none"
+    return max(("absolute", "no_year", "boot_relative"), key=lambda k: counts[k])  # type: ignore[return-value]
+
+
+@given(st.lists(st.sampled_from(_KINDS_OF_LINE), max_size=60))
+def test_detect_clock_stopping_early_gives_the_same_answer(lines: list[str]) -> None:
+    assert detect_clock(lines) == _majority_of_all(lines)
+
+
+def test_detect_clock_ties_go_to_the_earlier_kind() -> None:
+    tie = ["[ 1.000000] a", "Nov 30 02:13:07 h kernel: b", "2026-11-30T02:13:07Z c", "[ 2.000000] d"]
+    assert detect_clock(tie) == "boot_relative"
+    assert detect_clock([*tie, "2026-11-30T02:13:08Z e"]) == "absolute"  # absolute before boot_relative
+
+
 @pytest.mark.parametrize(
     ("lines", "year"),
     [
