@@ -51,7 +51,7 @@ class FileScan:
     dropped: int = 0  # hit lines of over-frequent signatures not kept: only the first and last KEEP_HITS are
 
 
-def _numpy() -> ModuleType | None:
+def numpy_module() -> ModuleType | None:
     try:
         import numpy
     except ImportError:  # numpy comes with matplotlib; the scanner works without it, slower
@@ -222,7 +222,7 @@ class _Scanner:
         self.matcher, self.out = matcher, out
         self.buffer_bytes = max(1, buffer_bytes)
         self.max_line_bytes = max_line_bytes
-        self.np = _numpy() if buffer_bytes >= NUMPY_MIN_BYTES else None
+        self.np = numpy_module() if buffer_bytes >= NUMPY_MIN_BYTES else None
         self.line = 1  # line number of the first byte of the next piece
         self.offset = 0  # file offset of the first byte of the next piece
         self.at_line_start = True

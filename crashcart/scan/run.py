@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed, wait
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 from crashcart import telemetry
 from crashcart.bundle import SCANNED_KINDS, Bundle, LineIndex, canonical_line, may_be_scanned, open_bundle
@@ -22,9 +23,9 @@ from crashcart.extract import DirectFile, Member
 from crashcart.models import Finding, SkippedFile
 from crashcart.scan.catalogue import load_catalogue
 from crashcart.scan.findings import IdSource, build_findings
-from crashcart.scan.matcher import Matcher, make_matcher
+from crashcart.scan.matcher import HyperscanMatcher, Matcher, ReMatcher, make_matcher
 from crashcart.scan.matcher import matcher_name as _matcher_name
-from crashcart.scan.reader import Feed, FileScan, scan_file, scan_stream
+from crashcart.scan.reader import NUMPY_MIN_BYTES, Feed, FileScan, numpy_module, scan_file, scan_stream
 from crashcart.settings import BundleLimits, ScanSettings
 
 PARALLEL_MIN_BYTES = 16 * 1024 * 1024
@@ -169,10 +170,11 @@ class ScanPool:
     work left per 1 MiB buffer is a few microseconds."""
 
     def __init__(self, settings: ScanSettings, max_line_bytes: int, *, extra_threads: int = 0) -> None:
-        self._base = make_matcher(settings.matcher)  # compiles (or loads) the database once
         self._buffer_bytes, self._max_line = settings.buffer_bytes, max_line_bytes
         threads = _workers(settings) + extra_threads
         self._threads = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="crashcart-scan")
+        # the database is compiled (or loaded) once, on a pool thread, while the caller starts reading
+        self._base = self._threads.submit(_prepare, settings.matcher, settings.buffer_bytes)
         self._local = threading.local()
         self._futures: dict[tuple[Path, str], Future[FileScan]] = {}
         self._streams: list[Future[FileScan]] = []
@@ -247,8 +249,16 @@ class ScanPool:
     def _matcher(self) -> Matcher:
         matcher: Matcher | None = getattr(self._local, "matcher", None)
         if matcher is None:
-            matcher = self._local.matcher = self._base.clone()
+            matcher = self._local.matcher = self._base.result().clone()
         return matcher
+
+
+def _prepare(kind: Literal["auto", "hyperscan", "re"], buffer_bytes: int) -> HyperscanMatcher | ReMatcher:
+    """The pool's base matcher; also imports what the scanners will need (numpy), once, before they do."""
+    matcher = make_matcher(kind)
+    if buffer_bytes >= NUMPY_MIN_BYTES:
+        numpy_module()
+    return matcher
 
 
 def _telemetry(bundle: Bundle, path: str, host: str | None, lines: int, ids: IdSource, result: ScanResult) -> None:
