@@ -317,8 +317,11 @@ def _looks_binary(head: bytes) -> bool:
     if head.count(b"\x00") > len(head) // 100:
         return True
     sample = head[:8192]
-    control = sum(1 for b in sample if b < 9 or (13 < b < 32 and b != 27))
+    control = len(sample.translate(None, _NOT_CONTROL))  # the control bytes left once the rest is deleted
     return control > len(sample) * 0.10
+
+
+_NOT_CONTROL = bytes(b for b in range(256) if not (b < 9 or (13 < b < 32 and b != 27)))  # text, tabs, newlines, ESC
 
 
 def _head_lines(head: bytes, max_bytes: int) -> list[str]:

@@ -75,6 +75,7 @@ _HMS_LEAD = 16
 _EPOCH_KEY = re.compile(rf'"(?:{_EPOCH_KEYS})"\s*:')
 # dmesg / journalctl short-monotonic: "[  12345.678901] ", optionally after dmesg -x "kern  :err   : "
 _BOOT = re.compile(r"[ \t]*(?:[a-z]+ *:[a-z]+ *: )?\[ *(?P<bS>\d{1,10})\.(?P<bF>\d{6})\]")
+_BOOT_ANYWHERE = re.compile(r"\[ *\d{1,10}\.\d{6}\]")  # what every _BOOT match holds: none, no _BOOT at any offset
 
 
 def _micro(frac: str | None) -> int:
@@ -165,10 +166,12 @@ def parse_time(line: str, ctx: ClockContext = _DEFAULT_CONTEXT) -> ParsedTime | 
     ``ctx.boot_time`` (``kind="boot_relative"``). NCCL lines, PCI ids and counters are not times.
     """
     head = line[:_MAX_SCAN]
-    boot = _BOOT.match(head)
-    if boot is None:
-        skip = split_prefix(head).length
-        boot = _BOOT.match(head, skip) if skip else None
+    boot = None
+    if _BOOT_ANYWHERE.search(head) is not None:  # most lines: no dmesg stamp, so no per-rank prefix to strip
+        boot = _BOOT.match(head)
+        if boot is None:
+            skip = split_prefix(head).length
+            boot = _BOOT.match(head, skip) if skip else None
     if boot is not None:
         seconds = int(boot["bS"]) + int(boot["bF"]) / 1_000_000
         t: datetime | None = None
@@ -206,15 +209,16 @@ def detect_clock(lines: Iterable[str]) -> ClockKind:
     total = len(sample)
     counts: Counter[ClockKind] = Counter()
     order: tuple[ClockKind, ...] = ("absolute", "no_year", "boot_relative")
+    timed = 0
     for seen, line in enumerate(sample, 1):
         parsed = parse_time(line)
         if parsed is None:
             continue
         counts[parsed.kind] += 1
-        left = total - seen
-        if counts.total() * 5 >= total and _decided(counts, parsed.kind, left, order):
+        timed += 1
+        if timed * 5 >= total and _decided(counts, parsed.kind, total - seen, order):
             return parsed.kind
-    if total == 0 or counts.total() * 5 < total:
+    if total == 0 or timed * 5 < total:
         return "none"
     return max(order, key=lambda kind: counts[kind])
 

@@ -106,6 +106,22 @@ def test_binary_and_empty_files_are_skipped_with_reason(make_bundle, tmp_path: P
         assert "empty" in reasons["empty.log"]
 
 
+def test_control_bytes_make_a_file_binary_but_colours_tabs_and_crs_do_not(make_bundle, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    coloured = "\x1b[1m\x1b[31mE\x1b[0m\t\r\n" * 400  # ESC, tab and CR (29% of the bytes) are what logs hold
+    root = make_bundle(
+        {
+            "rank-0.log": coloured,
+            "rank-1.log": b"\x01\x02\x03\x7fabcd\n" * 500,  # 3 of 9 bytes control (0x7f is not one)
+            "rank-2.log": b"\x0e" * 80 + b"a" * 920 + b"\n",  # 8%: still text
+            "rank-3.log": b"\x1f" * 120 + b"a" * 880 + b"\n",  # 12%: binary
+        }
+    )
+    with _bundle_for(root, tmp_path) as b:
+        reasons = {s.path: s.reason for s in b.skipped}
+        assert set(reasons) == {"rank-1.log", "rank-3.log"}
+        assert all("binary" in r for r in reasons.values())
+
+
 def test_utf16_is_transcoded_keeping_line_numbers(make_bundle, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     text = "first\r\nsecond ü\r\nthird\r\n"
     root = make_bundle({"rank-2.log": codecs.BOM_UTF16_LE + text.encode("utf-16-le")})
