@@ -325,10 +325,19 @@ _NOT_CONTROL = bytes(b for b in range(256) if not (b < 9 or (13 < b < 32 and b !
 
 
 def _head_lines(head: bytes, max_bytes: int) -> list[str]:
-    parts = head.split(b"\n")
-    if len(parts) > 1 and len(head) == HEAD_BYTES:
-        parts = parts[:-1]  # the last piece may be a partial line
-    return [canonical_line(p, max_bytes) for p in parts if p or len(parts) == 1]
+    """``canonical_line`` of each non-empty line of ``head`` (the last one dropped when it may be cut)."""
+    lines: list[str] | list[bytes]
+    if len(head) <= max_bytes and b"\r" not in head and b"\x1b" not in head:
+        try:  # nothing for canonical_line to strip or cut, and valid UTF-8: decode all the lines at once
+            lines = head.decode("utf-8").split("\n")
+        except UnicodeDecodeError:
+            lines = head.split(b"\n")
+    else:
+        lines = head.split(b"\n")
+    if len(lines) > 1 and len(head) == HEAD_BYTES:
+        lines = lines[:-1]  # the last piece may be a partial line
+    keep = [p for p in lines if p or len(lines) == 1]
+    return [p if isinstance(p, str) else canonical_line(p, max_bytes) for p in keep]
 
 
 def may_be_scanned(path: str) -> bool:

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
-from crashcart.bundle import Bundle, LineIndex, canonical_line, open_bundle
+from crashcart.bundle import HEAD_BYTES, Bundle, LineIndex, _head_lines, canonical_line, open_bundle
 from crashcart.errors import EmptyBundle, NoLogsFound
 from crashcart.settings import BundleLimits
 
@@ -120,6 +120,41 @@ def test_control_bytes_make_a_file_binary_but_colours_tabs_and_crs_do_not(make_b
         reasons = {s.path: s.reason for s in b.skipped}
         assert set(reasons) == {"rank-1.log", "rank-3.log"}
         assert all("binary" in r for r in reasons.values())
+
+
+def _head_lines_line_by_line(head: bytes, max_bytes: int) -> list[str]:
+    parts = head.split(b"\n")
+    if len(parts) > 1 and len(head) == HEAD_BYTES:
+        parts = parts[:-1]
+    return [canonical_line(p, max_bytes) for p in parts if p or len(parts) == 1]
+
+
+_PIECES = [
+    b"a",
+    b"\n",
+    b"\r",
+    b"\r\n",
+    b"\x1b[31m",
+    b"\xc3\xa9",
+    b"\xc3",
+    b"\xe2\x82",
+    b"\xff",
+    b" ",
+    b"2026-11-30T02:13:07Z",
+]
+
+
+@given(st.lists(st.sampled_from(_PIECES), max_size=80), st.sampled_from([4, 16, 65536]))
+def test_head_lines_decoded_at_once_match_line_by_line(pieces: list[bytes], max_bytes: int) -> None:
+    head = b"".join(pieces)
+    assert _head_lines(head, max_bytes) == _head_lines_line_by_line(head, max_bytes)
+
+
+def test_head_lines_of_a_full_head_drop_the_partial_last_line() -> None:
+    head = ((b"x" * 99 + b"\n") * 700)[:HEAD_BYTES]  # ends in the middle of a line
+    assert len(head) == HEAD_BYTES
+    assert _head_lines(head, 65536) == _head_lines_line_by_line(head, 65536)
+    assert all(line == "x" * 99 for line in _head_lines(head, 65536))
 
 
 def test_utf16_is_transcoded_keeping_line_numbers(make_bundle, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
