@@ -141,8 +141,11 @@ class MemberWriter(Protocol):
         ...
 
 
-class _Reader(Protocol):
+class _Chunks(Protocol):
     def read(self, size: int, /) -> bytes: ...
+
+
+class _Reader(_Chunks, Protocol):
     def seek(self, pos: int, /) -> object: ...
 
 
@@ -450,7 +453,7 @@ class _Builder:
         self._grow(path, st.st_size, st.st_size)
         self._add(Member(path, physical, st.st_size, False, st.st_mtime), None)
 
-    def copy(self, path: str, reader: _Reader, size: int, mtime: float | None) -> None:
+    def copy(self, path: str, reader: _Chunks, size: int, mtime: float | None) -> None:
         """Copy an archive member into the work directory in bounded blocks."""
         if size > self.limits.max_file_bytes:
             self._grow(path, 0, size)
@@ -777,6 +780,8 @@ def _read_tar(b: _Builder, comp: _Compression | None) -> None:
                 b.skip(path, _tar_reason(info))
             elif _is_archive_name(path):
                 b.skip(path, NESTED)
+            elif not _is_gz_name(path) and not info.issparse():
+                b.copy(path, _MemberData(stream, info.offset_data, info.size), info.size, float(info.mtime))
             elif (reader := tf.extractfile(info)) is None:  # pragma: no cover - regular files have data
                 b.skip(path, "unsupported archive entry type")
             elif _is_gz_name(path):
@@ -785,6 +790,27 @@ def _read_tar(b: _Builder, comp: _Compression | None) -> None:
                 b.copy(path, reader, info.size, float(info.mtime))
         while stream.read(BLOCK):  # read to the end: the compressed stream's trailer catches truncation
             pass
+
+
+class _MemberData:
+    """A regular tar member's bytes, read straight from the archive stream: each block is the decompressor's
+    own ``bytes`` (``tarfile.extractfile`` copies every block twice more, through a buffered reader)."""
+
+    def __init__(self, stream: _Counted, offset: int, size: int) -> None:
+        self._stream, self._pos, self._left = stream, offset, size
+
+    def read(self, size: int = -1, /) -> bytes:
+        if self._left <= 0:
+            return b""
+        if self._stream.tell() != self._pos:
+            self._stream.seek(self._pos)  # forward only: past what tarfile has not read of the header
+        want = self._left if size < 0 else min(size, self._left)
+        data = self._stream.read(want)
+        if len(data) < want:
+            raise tarfile.ReadError("unexpected end of data")  # what tarfile's own reader says
+        self._pos += want
+        self._left -= want
+        return data
 
 
 def _tar_reason(info: tarfile.TarInfo) -> str:

@@ -538,6 +538,27 @@ def test_truncated_tgz_is_corrupt(tmp_path: Path, work: Path) -> None:
     assert list(work.iterdir()) == []
 
 
+@pytest.mark.parametrize("mode", ["w", "w:gz"])
+def test_archive_cut_inside_a_member_is_corrupt_and_leaves_nothing(tmp_path: Path, work: Path, mode: str) -> None:
+    data = os.urandom(3 * 1024 * 1024 + 17)  # a member longer than one read block, cut in its middle
+    full = make_tar(tmp_path / "full.tar", [("a.log", b"first\n"), ("big.log", data)], mode)
+    raw = full.read_bytes() if mode == "w" else gzip.decompress(full.read_bytes())
+    cut_at = raw.index(data[:64]) + 2 * 1024 * 1024
+    cut = tmp_path / ("cut.tar" if mode == "w" else "cut.tar.gz")
+    cut.write_bytes(raw[:cut_at] if mode == "w" else gzip.compress(raw[:cut_at]))
+    with pytest.raises(CorruptBundle, match=r"is truncated or corrupt: .*unexpected end of data"):
+        materialize(cut, work, LIMITS)
+    assert list(work.iterdir()) == []
+
+
+def test_members_are_copied_exactly_across_read_blocks(tmp_path: Path, work: Path) -> None:
+    sizes = [0, 1, 1024 * 1024 - 1, 1024 * 1024, 1024 * 1024 + 1, 2 * 1024 * 1024 + 513]
+    members = [(f"m{i}.log", os.urandom(n)) for i, n in enumerate(sizes)]
+    src = make_tar(tmp_path / "many.tgz", members, "w:gz")
+    with materialize(src, work, LIMITS) as mat:
+        assert {m.path: m.physical.read_bytes() for m in mat.members} == dict(members)
+
+
 @pytest.mark.parametrize(
     ("name", "data"),
     [
