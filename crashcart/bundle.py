@@ -33,6 +33,14 @@ _KERNEL_NAME = re.compile(r"(?:^|[/_.-])(dmesg|kern|kernel|journal|syslog|messag
 _SCHED_NAME = re.compile(r"(?:^|[/_.-])(sacct|scontrol|squeue|sinfo|events?|slurmctld|slurmd)(?:[/_.-]|$)", re.I)
 _COMBINED_NAME = re.compile(r"(?:^|/)(slurm-\d+(?:_\d+)?\.(?:out|err|log)|.*\.(?:out|err))$", re.I)
 _KERNEL_CONTENT = re.compile(r"\bkernel: |NVRM: |^\[\s*\d+\.\d{6}\] |^\[(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) ")
+
+
+def _kernel_line(line: str) -> bool:
+    """``_KERNEL_CONTENT.search(line)``, skipping the regex (which has no literal to look for first) on the
+    lines that hold none of the texts every one of its matches holds."""
+    return ("kernel: " in line or "NVRM: " in line or line.startswith("[")) and bool(_KERNEL_CONTENT.search(line))
+
+
 _SYSLOG_HOST = re.compile(
     r"^(?:[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d(?:\.\d+)?|\d{4}-\d\d-\d\dT\S+) (?P<host>[A-Za-z0-9][\w.-]*) "
     r"(?:kernel|systemd|slurmd|nvidia|sshd|[\w.-]+\[\d+\])"
@@ -380,7 +388,7 @@ def _kind_of(path: str, head: bytes) -> tuple[FileKind | None, str | None]:
     if suffix in _CONFIG_EXT and not _KERNEL_NAME.search(name):
         return "config", None
     lines = text.split("\n")[:200]
-    if _KERNEL_NAME.search(name) or sum(1 for ln in lines if _KERNEL_CONTENT.search(ln)) > len(lines) // 3:
+    if _KERNEL_NAME.search(name) or sum(1 for ln in lines if _kernel_line(ln)) > len(lines) // 3:
         return "kernel_log", None
     ranks = {p.rank for p in map(prefix.view, lines) if p.rank is not None}
     if len(ranks) >= 2:

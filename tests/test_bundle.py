@@ -10,7 +10,16 @@ from hypothesis import given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
-from crashcart.bundle import HEAD_BYTES, Bundle, LineIndex, _head_lines, canonical_line, open_bundle
+from crashcart.bundle import (
+    _KERNEL_CONTENT,
+    HEAD_BYTES,
+    Bundle,
+    LineIndex,
+    _head_lines,
+    _kernel_line,
+    canonical_line,
+    open_bundle,
+)
 from crashcart.errors import EmptyBundle, NoLogsFound
 from crashcart.settings import BundleLimits
 
@@ -155,6 +164,29 @@ def test_head_lines_of_a_full_head_drop_the_partial_last_line() -> None:
     assert len(head) == HEAD_BYTES
     assert _head_lines(head, 65536) == _head_lines_line_by_line(head, 65536)
     assert all(line == "x" * 99 for line in _head_lines(head, 65536))
+
+
+_KERNEL_BITS = [
+    "kernel: ",
+    "kernel:",
+    "xkernel: ",
+    "NVRM: ",
+    "[",
+    "[  12.345678] ",
+    "[Mon ",
+    "[Mon Nov",
+    "a",
+    " ",
+    "1",
+    ".",
+    "]",
+]
+
+
+@given(st.lists(st.sampled_from(_KERNEL_BITS), max_size=12))
+def test_kernel_line_prefilter_agrees_with_the_pattern(bits: list[str]) -> None:
+    line = "".join(bits)
+    assert _kernel_line(line) == bool(_KERNEL_CONTENT.search(line))
 
 
 def test_utf16_is_transcoded_keeping_line_numbers(make_bundle, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
