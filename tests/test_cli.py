@@ -172,6 +172,13 @@ def test_a_huge_single_line_does_not_shift_line_numbers(env: Path, capsys: pytes
     assert any(c["file"] == "nodes/gpu-node-017/dmesg.log" and c["line"] == 2 and c["verified"] for c in cites)
 
 
+def test_no_store_writes_reports_without_creating_a_database(env: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = env / "out"
+    assert main(["diagnose", str(_bundle(env / "b")), "--no-store", "--out", str(out)]) == 0
+    assert (out / "diagnosis.json").is_file() and (out / "postmortem.md").is_file()
+    assert not (env / "db.sqlite").exists()  # --no-store: not even opened
+
+
 def test_out_writes_every_report_and_the_runbook_workflow(env: Path, capsys: pytest.CaptureFixture[str]) -> None:
     bundle = _bundle(env / "b")
     out = env / "out"
