@@ -9,6 +9,7 @@ left unacknowledged (Slack would retry it). Async, does network and database I/O
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import re
@@ -230,12 +231,8 @@ class Handlers:
         if not await self._may_decide(user, channel, thread, incident, "approval"):
             return
         log.info("approve by %s of %s plan %s (action_ts %s)", user, incident, plan, action.get("action_ts"))
-        try:
-            record = await asyncio.to_thread(approve_runbook, self.store, incident, user, plan_hash=plan)
-        except CrashCartError as exc:
-            await self._refused(exc, incident, user, channel, ts, thread)
-            return
-        await self._show_runbook(record, channel, ts)
+        decide = functools.partial(approve_runbook, self.store, incident, user, plan_hash=plan)
+        await self._decide(decide, incident, user, channel, ts, thread)
 
     async def on_reject(self, ack: AsyncAck, body: dict[str, Any], action: dict[str, Any]) -> None:
         await ack()
@@ -268,8 +265,15 @@ class Handlers:
         if not await self._may_decide(user, channel, thread, incident, "rejection"):  # the modal is not proof
             return
         log.info("reject by %s of %s plan %s", user, incident, plan)
+        decide = functools.partial(reject_runbook, self.store, incident, user, reason, plan_hash=plan)
+        await self._decide(decide, incident, user, channel, ts, thread)
+
+    async def _decide(
+        self, decide: Callable[[], RunbookRecord], incident: str, user: str, channel: str, ts: str, thread: str | None
+    ) -> None:
+        """Record an allowed approval or rejection, then show the runbook's new state (or why it was refused)."""
         try:
-            record = await asyncio.to_thread(reject_runbook, self.store, incident, user, reason, plan_hash=plan)
+            record = await asyncio.to_thread(decide)
         except CrashCartError as exc:
             await self._refused(exc, incident, user, channel, ts, thread)
             return

@@ -10,6 +10,7 @@ import pytest
 from fake_slack import FakeSlack
 
 from crashcart.settings import Settings
+from tests.fake_openai import FakeOpenAI
 
 _PREFIXES = ("CRASHCART_", "SLACK_", "OPENAI_")
 _PROXIES = ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "ALL_PROXY", "all_proxy")
@@ -56,3 +57,12 @@ async def slack() -> AsyncIterator[FakeSlack]:
     server = await FakeSlack().start()
     yield server
     await server.stop()
+
+
+@pytest.fixture
+async def fake() -> AsyncIterator[FakeOpenAI]:
+    """A fake OpenAI-compatible server on 127.0.0.1 (tests/fake_openai.py) serving the three role models."""
+    server = FakeOpenAI(models=["swarm-m", "reduce-m", "vision-m"])
+    await server.start()
+    yield server
+    await server.close()

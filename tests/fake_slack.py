@@ -342,27 +342,19 @@ class FakeSlack:
 def file_share_event(
     channel: str, files: list[dict[str, Any]], *, event_id: str, ts: str, user: str = "UUPLOADER"
 ) -> dict[str, Any]:
-    return {
-        "token": "legacy",
-        "team_id": TEAM,
-        "api_app_id": APP_ID,
-        "type": "event_callback",
-        "event_id": event_id,
-        "event_time": int(time.time()),
-        "authorizations": [{"team_id": TEAM, "user_id": BOT_USER, "is_bot": True}],
-        "event": {
-            "type": "message",
-            "subtype": "file_share",
-            "text": "bundle from the failed run",
-            "user": user,
-            "channel": channel,
-            "channel_type": "channel",
-            "ts": ts,
-            "event_ts": ts,
-            "upload": True,
-            "files": files,
-        },
+    event = {
+        "type": "message",
+        "subtype": "file_share",
+        "text": "bundle from the failed run",
+        "user": user,
+        "channel": channel,
+        "channel_type": "channel",
+        "ts": ts,
+        "event_ts": ts,
+        "upload": True,
+        "files": files,
     }
+    return event_callback(event, event_id=event_id)
 
 
 def event_callback(event: dict[str, Any], *, event_id: str) -> dict[str, Any]:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -27,14 +26,6 @@ SECRETS = [
     "sk-proj-abcdefghijklmnopqrstuvwxyz123456",
     "0123456789abcdef0123456789abcdef01234567",
 ]
-
-
-@pytest.fixture
-async def fake() -> AsyncIterator[FakeOpenAI]:
-    server = FakeOpenAI(models=["swarm-m", "reduce-m", "vision-m"])
-    await server.start()
-    yield server
-    await server.close()
 
 
 def llm_settings(tmp_path: Path, fake: FakeOpenAI, **kw: Any) -> Settings:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import base64
 import re
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -34,14 +33,6 @@ def rank_log(rank: int) -> str:
             f"2026-05-01T10:00:07Z [rank{rank}]: shutting down\n",
         ]
     )
-
-
-@pytest.fixture
-async def fake() -> AsyncIterator[FakeOpenAI]:
-    server = FakeOpenAI(models=["swarm-m", "reduce-m", "vision-m"])
-    await server.start()
-    yield server
-    await server.close()
 
 
 def test_identical_windows_on_many_ranks_are_shown_once(settings: Settings, make_bundle: MakeBundle) -> None:

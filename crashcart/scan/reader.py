@@ -108,7 +108,36 @@ def scan_stream(
     return out
 
 
-class ReadAhead:
+class _Chunked:
+    """``readinto`` over a sequence of chunks that ``_next`` hands out (None at the end); an error ``_next``
+    raises ends the stream too."""
+
+    _current: memoryview  # what is left of the chunk being read
+    _done: bool
+
+    def _next(self) -> bytes | None:
+        raise NotImplementedError
+
+    def readinto(self, buffer: memoryview, /) -> int:
+        if not self._current:
+            if self._done:
+                return 0
+            try:
+                got = self._next()
+            except BaseException:
+                self._done = True
+                raise
+            if got is None:
+                self._done = True
+                return 0
+            self._current = memoryview(got)
+        n = min(len(buffer), len(self._current))
+        buffer[:n] = self._current[:n]
+        self._current = self._current[n:]
+        return n
+
+
+class ReadAhead(_Chunked):
     """Reads a stream on a background thread, up to ``depth`` chunks ahead, so that decompressing (zlib
     releases the GIL) overlaps scanning. Memory: at most ``depth + 2`` chunks. Errors re-raise in the reader.
     Read it to the end (or ``close()`` it) before touching the underlying stream again."""
@@ -132,22 +161,11 @@ class ReadAhead:
         except BaseException as exc:  # handed to the reading thread
             self._queue.put(exc)
 
-    def readinto(self, buffer: memoryview, /) -> int:
-        if not self._current:
-            if self._done:
-                return 0
-            got = self._queue.get()
-            if isinstance(got, BaseException):
-                self._done = True
-                raise got
-            if not got:
-                self._done = True
-                return 0
-            self._current = memoryview(got)
-        n = min(len(buffer), len(self._current))
-        buffer[:n] = self._current[:n]
-        self._current = self._current[n:]
-        return n
+    def _next(self) -> bytes | None:
+        got = self._queue.get()
+        if isinstance(got, BaseException):
+            raise got
+        return got or None
 
     def close(self) -> None:
         self._stop.set()
@@ -162,7 +180,7 @@ class _End:
     complete: bool
 
 
-class Feed:
+class Feed(_Chunked):
     """One archive member's bytes, handed from the thread reading the archive (which ``write``s them, an
     ``extract.MemberSink``) to a thread scanning them (``scan_stream`` reads it).
 
@@ -189,22 +207,14 @@ class Feed:
         self._queue.put(_End(complete))
 
     # the reading side
-    def readinto(self, buffer: memoryview, /) -> int:
-        if not self._current:
-            if self._done:
-                return 0
-            got = self._queue.get()
-            if isinstance(got, _End):
-                self._done = True
-                if not got.complete:
-                    raise EOFError("the archive stopped being read in the middle of this member")
-                return 0
-            self._budget.release()
-            self._current = memoryview(got)
-        n = min(len(buffer), len(self._current))
-        buffer[:n] = self._current[:n]
-        self._current = self._current[n:]
-        return n
+    def _next(self) -> bytes | None:
+        got = self._queue.get()
+        if isinstance(got, _End):
+            if not got.complete:
+                raise EOFError("the archive stopped being read in the middle of this member")
+            return None
+        self._budget.release()
+        return got
 
     def fail(self, error: BaseException) -> None:
         self._error = error
