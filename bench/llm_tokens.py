@@ -20,10 +20,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from crashcart.mask import template  # noqa: E402
 from crashcart.pipeline import diagnose  # noqa: E402
 from crashcart.settings import Settings  # noqa: E402
 from crashcart.synth import synthesize  # noqa: E402
+from crashcart.text.mask import template  # noqa: E402
 from tests.fake_openai import FakeOpenAI, request_text, role_of  # noqa: E402
 
 _SHOWN = re.compile(r"^[^\s|]+:\d+\| (.*)$", re.M)

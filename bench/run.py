@@ -211,7 +211,7 @@ def crashcart_env(tmp: Path) -> dict[str, str]:
 
 def child_scan(target: str) -> None:
     """``--child-scan``: open the bundle (untimed), time the scan stage alone, print JSON."""
-    from crashcart.bundle import open_bundle
+    from crashcart.ingest.bundle import open_bundle
     from crashcart.scan.run import scan
     from crashcart.settings import Settings
 
@@ -246,7 +246,7 @@ def diagnose(target: Path, env: dict[str, str], out_dir: Path) -> Run:
 
 def check_matches(rg: str, root: Path, data: Path) -> str:
     """Compare ripgrep's and CrashCart's matched lines on every file of ``root``; raise on a difference."""
-    from crashcart.scan.catalogue import load_catalogue
+    from crashcart.catalogue import load_catalogue
     from crashcart.scan.matcher import make_matcher
     from crashcart.scan.reader import scan_file
 
@@ -295,7 +295,7 @@ def main() -> None:
         child_scan(a.child_scan)
         return
 
-    from crashcart.scan.catalogue import load_catalogue, ripgrep_patterns
+    from crashcart.catalogue import load_catalogue, ripgrep_patterns
 
     rg = ensure_ripgrep()
     a.data.mkdir(parents=True, exist_ok=True)

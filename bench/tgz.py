@@ -3,7 +3,7 @@
 Usage: python bench/tgz.py BUNDLE.tar.gz [--rounds 2]      (bench/run.py writes one: bench/data/r64-*.tar.gz)
 
 Measured, in one process, on a warm page cache, each the median of ``--rounds``:
-  A. today: ``open_bundle`` (crashcart.extract: stream the tar, write every member to the work dir) then the
+  A. today: ``open_bundle`` (crashcart.ingest.extract: stream the tar, write every member to the work dir) then the
      scan stage over the extracted files;
   B. extract with 1 MiB tar/gzip reads (tarfile's default is 10 KiB records), then the same scan stage;
   C. stream + tee: one pass, each member decompressed on a read-ahead thread, scanned and written to the work
@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from crashcart.bundle import open_bundle
+from crashcart.ingest.bundle import open_bundle
 from crashcart.scan.matcher import make_matcher
 from crashcart.scan.reader import FileScan, ReadAhead, scan_file, scan_stream
 from crashcart.scan.run import open_scanning, scan
@@ -124,7 +124,7 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=2)
     a = p.parse_args()
     variants: list[tuple[str, Callable[[Path, Path], tuple[Result, dict[str, float]]]]] = [
-        ("A extract (crashcart.extract) then scan", today),
+        ("A extract (crashcart.ingest.extract) then scan", today),
         ("B extract with 1 MiB reads then scan", big_reads_then_scan),
         ("C stream: decompress + scan + write at once", lambda t, w: streamed(t, w, write=True)),
         ("D stream: decompress + scan, no write", lambda t, w: streamed(t, w, write=False)),

@@ -4,7 +4,6 @@ The public surface is ``__all__``; everything else is internal. ``diagnose`` run
 pipeline (ingest, scan, group, reduce, verify, report) on a bundle path.
 """
 
-from crashcart.bundle import Bundle, open_bundle
 from crashcart.errors import (
     BundleError,
     BundleNotFound,
@@ -20,20 +19,21 @@ from crashcart.errors import (
     UnsafeBundlePath,
     VerificationFailed,
 )
+from crashcart.ingest.bundle import Bundle, open_bundle
 from crashcart.models import DiagnosisDocument, Evidence, Finding, Group
 from crashcart.pipeline import Outcome, diagnose
-from crashcart.redact import redact_text
 from crashcart.report.document import llm_summary
 from crashcart.report.postmortem import render_postmortem
-from crashcart.report.runbook import render_runbook_md
 from crashcart.report.timeline import render_timeline
-from crashcart.runbooks import RunbookRecord
-from crashcart.runbooks import approve as approve_runbook
-from crashcart.runbooks import get as get_runbook
-from crashcart.runbooks import record_refusal as record_runbook_refusal
-from crashcart.runbooks import reject as reject_runbook
+from crashcart.runbook.plan import render_runbook_md
+from crashcart.runbook.workflow import RunbookRecord
+from crashcart.runbook.workflow import approve as approve_runbook
+from crashcart.runbook.workflow import get as get_runbook
+from crashcart.runbook.workflow import record_refusal as record_runbook_refusal
+from crashcart.runbook.workflow import reject as reject_runbook
 from crashcart.settings import Settings, SlackSettings
 from crashcart.store import IncidentSummary, Store, StoredIncident
+from crashcart.text.redact import redact_text
 
 __all__ = [
     "Bundle",

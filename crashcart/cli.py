@@ -298,10 +298,10 @@ def _eval(args: argparse.Namespace, settings: Settings, err: Console) -> int:
 
 def _write_reports(out: Path, outcome: Outcome, store: Store | None) -> None:
     """diagnosis.json, postmortem.md, runbook.md, runbook.json and timeline.png into ``out``."""
-    from crashcart import runbooks
     from crashcart.report.postmortem import render_postmortem
-    from crashcart.report.runbook import render_runbook_md, runbook_json
     from crashcart.report.timeline import render_timeline
+    from crashcart.runbook import workflow as runbooks
+    from crashcart.runbook.plan import render_runbook_md, runbook_json
 
     doc = outcome.document
     record = runbooks.get(store, doc.incident_id) if store is not None else None
@@ -316,8 +316,8 @@ def _write_reports(out: Path, outcome: Outcome, store: Store | None) -> None:
 
 
 def _runbook(args: argparse.Namespace, settings: Settings, store: Store) -> int:
-    from crashcart import runbooks
-    from crashcart.report.runbook import render_runbook_md, runbook_json
+    from crashcart.runbook import workflow as runbooks
+    from crashcart.runbook.plan import render_runbook_md, runbook_json
 
     approvers = settings.approver_ids or None
     if args.command == "approve":

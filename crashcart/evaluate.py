@@ -15,10 +15,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from crashcart.gpuid import canonical_pci
 from crashcart.models import DiagnosisDocument
 from crashcart.pipeline import diagnose
 from crashcart.settings import Settings
+from crashcart.text.gpuid import canonical_pci
 
 LABELS = "expected.json"
 

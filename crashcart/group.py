@@ -10,8 +10,8 @@ import hashlib
 from collections import defaultdict
 from datetime import datetime
 
-from crashcart.mask import template
 from crashcart.models import Evidence, Finding, Group
+from crashcart.text.mask import template
 
 SAMPLE = 6
 _MAX = datetime.max

@@ -17,21 +17,22 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from crashcart import prefix, runbooks
-from crashcart.bundle import SCANNED_KINDS, Bundle
-from crashcart.causal import RankLast
-from crashcart.clock import ClockContext, parse_time
 from crashcart.errors import CrashCartError
 from crashcart.group import group_findings
+from crashcart.ingest.bundle import SCANNED_KINDS, Bundle
+from crashcart.locate.topology import attribute, infer_topology
 from crashcart.models import Citation, DiagnosisDocument, Evidence, Finding, Group, Topology
-from crashcart.reduce import reduce_offline
+from crashcart.reduce.causal import RankLast
+from crashcart.reduce.offline import reduce_offline
 from crashcart.report.document import RunFacts, build_document
+from crashcart.runbook import workflow as runbooks
 from crashcart.scan.findings import clock_context
 from crashcart.scan.run import Progress, ScanResult, open_scanning, scan
+from crashcart.scan.telemetry import GpuSeries
 from crashcart.settings import Settings
 from crashcart.store import Store
-from crashcart.telemetry import GpuSeries
-from crashcart.topology import attribute, infer_topology
+from crashcart.text import prefix
+from crashcart.text.clock import ClockContext, parse_time
 from crashcart.verify import Verified, verify
 
 if TYPE_CHECKING:

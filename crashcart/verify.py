@@ -11,9 +11,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from crashcart.bundle import Bundle
-from crashcart.gpuid import canonical_pci
+from crashcart.ingest.bundle import Bundle
 from crashcart.models import Citation, Claim, Culprit, Diagnosis, Evidence
+from crashcart.text.gpuid import canonical_pci
 
 _PCI_TOKEN = re.compile(r"[0-9a-fA-F]{1,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}(?:\.[0-7])?|busId [0-9a-fA-F]+")
 

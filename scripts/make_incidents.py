@@ -276,6 +276,9 @@ def readme(rows: list[tuple[str, str, str]]) -> str:
         "Each has an `expected.json` label (DESIGN §4.5) that only `crashcart eval` reads.",
         f"`{DEFAULT}` is the README's default incident.",
         "",
+        "Two sets here are not synthetic and are not written by this script: `real/` (logs copied from public",
+        "failure threads) and `torch/` (real PyTorch runs, `scripts/make_torch_incidents.py`); each has its README.",
+        "",
         "| incident | class | what happened, and the trap |",
         "|---|---|---|",
     ]
@@ -283,8 +286,11 @@ def readme(rows: list[tuple[str, str, str]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _differences(d: filecmp.dircmp[str]) -> list[str]:
-    out = [*d.left_only, *d.right_only, *d.diff_files, *d.funny_files]
+KEPT = frozenset({"real", "torch"})  # real-log sets beside the synthetic corpus: never generated, never removed
+
+
+def _differences(d: filecmp.dircmp[str], top: bool = False) -> list[str]:
+    out = [n for n in (*d.left_only, *d.right_only, *d.diff_files, *d.funny_files) if not (top and n in KEPT)]
     for sub in d.subdirs.values():
         out += _differences(sub)
     return out
@@ -298,14 +304,15 @@ def main() -> int:
         with tempfile.TemporaryDirectory() as tmp:
             rows = build(Path(tmp))
             (Path(tmp) / "README.md").write_text(readme(rows))
-            bad = _differences(filecmp.dircmp(tmp, ROOT))
+            bad = _differences(filecmp.dircmp(tmp, ROOT, ignore=[*KEPT]), top=True)
             if bad:
                 print(f"incidents/ differs from the generator: {bad[:5]}", file=sys.stderr)
                 return 1
         return 0
-    if ROOT.exists():
-        shutil.rmtree(ROOT)
-    ROOT.mkdir()
+    ROOT.mkdir(exist_ok=True)
+    for old in ROOT.iterdir():
+        if old.name not in KEPT:
+            shutil.rmtree(old) if old.is_dir() else old.unlink()
     rows = build(ROOT)
     (ROOT / "README.md").write_text(readme(rows))
     return 0

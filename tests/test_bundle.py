@@ -10,7 +10,8 @@ from hypothesis import given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
-from crashcart.bundle import (
+from crashcart.errors import EmptyBundle, NoLogsFound
+from crashcart.ingest.bundle import (
     _KERNEL_CONTENT,
     HEAD_BYTES,
     Bundle,
@@ -20,7 +21,6 @@ from crashcart.bundle import (
     canonical_line,
     open_bundle,
 )
-from crashcart.errors import EmptyBundle, NoLogsFound
 from crashcart.settings import BundleLimits
 
 LIMITS = BundleLimits()

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from crashcart.scan.catalogue import (
+from crashcart.catalogue import (
     BLOCK_FIELDS,
     DERIVED_FIELDS,
     SPECIAL_CLASSES,

@@ -1,4 +1,4 @@
-"""Tests for crashcart.clock: timestamps of real GPU-cluster log formats, years, boot time, kinds.
+"""Tests for crashcart.text.clock: timestamps of real GPU-cluster log formats, years, boot time, kinds.
 
 Every format is checked against an exact UTC datetime; hypothesis checks parse_time never raises.
 """
@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from crashcart.clock import ClockContext, ParsedTime, detect_clock, infer_year, parse_time, to_iso
 from crashcart.models import ClockKind
+from crashcart.text.clock import ClockContext, ParsedTime, detect_clock, infer_year, parse_time, to_iso
 
 
 def utc(year: int, month: int, day: int, hour: int = 0, minute: int = 0, second: int = 0, micro: int = 0) -> datetime:

@@ -1,4 +1,4 @@
-"""Tests for ``crashcart.extract``: every hostile archive is built here with tarfile/zipfile/gzip.
+"""Tests for ``crashcart.ingest.extract``: every hostile archive is built here with tarfile/zipfile/gzip.
 
 Covers directories, tar/zip round-trips, ``.gz`` members, unsafe names, links and devices, caps
 (zip bombs, counts, sizes), corrupt and empty archives, single files, exclusions and cleanup.
@@ -29,7 +29,7 @@ from crashcart.errors import (
     EmptyBundle,
     UnsafeBundlePath,
 )
-from crashcart.extract import Materialized, Member, materialize
+from crashcart.ingest.extract import Materialized, Member, materialize
 from crashcart.settings import BundleLimits
 
 MTIME = 1_700_000_000
@@ -739,7 +739,7 @@ def test_damaged_archives_raise_only_bundle_errors(
 
 @pytest.mark.parametrize("sizes", [[0], [1], [4096], [5000, 1], [1 << 20, 3, (1 << 20) + 7]], ids=str)
 def test_direct_file_writes_exact_bytes(tmp_path: Path, sizes: list[int]) -> None:
-    from crashcart.extract import DirectFile
+    from crashcart.ingest.extract import DirectFile
 
     chunks = [os.urandom(n) for n in sizes]
     with DirectFile(tmp_path / "f") as out:

@@ -37,7 +37,7 @@ def rank_log(rank: int) -> str:
 
 def test_identical_windows_on_many_ranks_are_shown_once(settings: Settings, make_bundle: MakeBundle) -> None:
     bundle_dir = make_bundle({f"logs/rank-{r}.log": rank_log(r) for r in range(16)})
-    from crashcart.bundle import open_bundle
+    from crashcart.ingest.bundle import open_bundle
 
     with open_bundle(bundle_dir, settings.work_dir, settings.bundle_limits) as bundle:
         scanned = scan(bundle, settings.scan)

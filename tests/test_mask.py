@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from crashcart.mask import mask, template
+from crashcart.text.mask import mask, template
 
 
 def test_lines_that_differ_only_in_volatile_tokens_share_a_template() -> None:

@@ -18,8 +18,8 @@ from hypothesis import given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
+from crashcart.catalogue import CatalogueError, line_pattern, load_catalogue, ripgrep_patterns
 from crashcart.scan import matcher as matcher_mod
-from crashcart.scan.catalogue import CatalogueError, line_pattern, load_catalogue, ripgrep_patterns
 from crashcart.scan.matcher import ReMatcher, make_matcher
 from crashcart.scan.reader import scan_file
 

@@ -119,7 +119,7 @@ def test_only_timeouts_and_no_odd_rank_is_unknown(make_bundle, settings: Setting
 
 def test_every_evidence_the_scan_creates_verifies(settings: Settings) -> None:
     """Not only the cited lines: every Evidence of every finding re-reads equal from the bundle."""
-    from crashcart.bundle import open_bundle
+    from crashcart.ingest.bundle import open_bundle
     from crashcart.scan.run import scan
     from crashcart.verify import check
 
@@ -143,7 +143,7 @@ def test_demultiplexed_lines_keep_their_numbers(
     tmp_path_factory: pytest.TempPathFactory, plan: list[tuple[int, str, bool]]
 ) -> None:
     """A combined log with interleaved rank prefixes: each finding cites its real line and its prefix's rank."""
-    from crashcart.bundle import open_bundle
+    from crashcart.ingest.bundle import open_bundle
     from crashcart.scan.run import scan
 
     styles = {"srun": "{r}: ", "torch": "[rank{r}]:", "mpi": "[1,{r}]<stderr>:"}

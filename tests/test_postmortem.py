@@ -11,7 +11,7 @@ from typing import Any
 
 from crashcart.models import DiagnosisDocument
 from crashcart.report.postmortem import render_postmortem
-from crashcart.report.runbook import build_runbook
+from crashcart.runbook.plan import build_runbook
 
 GOLDEN = Path(__file__).parent / "golden" / "postmortem_gpu_fallen_off_bus.md"
 XID = "[1443044.058593] NVRM: Xid (PCI:0000:3b:00): 79, pid=4242, GPU has fallen off the bus."

@@ -1,4 +1,4 @@
-"""Tests for crashcart.prefix: per-rank/per-host line prefixes and ranks/hosts named by paths.
+"""Tests for crashcart.text.prefix: per-rank/per-host line prefixes and ranks/hosts named by paths.
 
 Hypothesis checks that ``rest`` is always ``line[length:]``.
 """
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from crashcart.prefix import Prefix, host_of_path, looks_like_host, rank_of_path, split_prefix
+from crashcart.text.prefix import Prefix, host_of_path, looks_like_host, rank_of_path, split_prefix
 
 SPLIT_CASES = [
     ("pytorch", "[rank27]:Traceback", Prefix(27, None, None, "Traceback", 9)),

@@ -10,7 +10,7 @@ from hypothesis import assume, given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
-from crashcart.redact import POLICY_VERSION, Redactor, _find, _may_hold_secret, contains_secret, redact_text
+from crashcart.text.redact import POLICY_VERSION, Redactor, _find, _may_hold_secret, contains_secret, redact_text
 
 # Fake credentials in the real formats, assembled from parts so that secret scanners do not flag this file.
 SLACK_BOT = "xoxb-" + "1234567890-0987654321-AbCdEfGhIjKlMnOpQrStUvWx"

@@ -11,10 +11,11 @@ from typing import Any
 
 import pytest
 
-from crashcart import runbooks
+from crashcart.catalogue import load_catalogue
 from crashcart.errors import IncidentNotFound, RunbookError
 from crashcart.models import DiagnosisDocument, DocRunbook, DocRunbookStep
-from crashcart.report.runbook import (
+from crashcart.runbook import workflow as runbooks
+from crashcart.runbook.plan import (
     DRY_RUN,
     build_runbook,
     load_actions,
@@ -24,7 +25,6 @@ from crashcart.report.runbook import (
     runbook_json,
     runbook_params,
 )
-from crashcart.scan.catalogue import load_catalogue
 from crashcart.settings import StoreSettings
 from crashcart.store import Store
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from crashcart.bundle import open_bundle
 from crashcart.errors import CorruptBundle, NoLogsFound
+from crashcart.ingest.bundle import open_bundle
 from crashcart.scan.run import ScanResult, open_scanning, scan
 from crashcart.settings import Settings
 

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from crashcart.gpuid import canonical_pci
 from crashcart.synth import CLASSES, LAYOUTS, build_story, compatible_layouts, synthesize
+from crashcart.text.gpuid import canonical_pci
 
 PCI = re.compile(r"\b(?:[0-9a-fA-F]{4,8}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}(?:\.[0-7])?\b")
 

@@ -1,4 +1,4 @@
-"""Tests for crashcart.telemetry: every format parses, every detector fires on a clear case, and a
+"""Tests for crashcart.scan.telemetry: every format parses, every detector fires on a clear case, and a
 healthy fleet or a malformed file gives no findings and never an exception."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from crashcart.telemetry import TelemetryResult, analyse_telemetry, looks_like_telemetry
+from crashcart.scan.telemetry import TelemetryResult, analyse_telemetry, looks_like_telemetry
 
 T0 = datetime(2025, 11, 30, 2, 0, 0, tzinfo=UTC)
 STEP_S = 10

@@ -12,7 +12,7 @@ from matplotlib import image
 
 from crashcart.models import DiagnosisDocument
 from crashcart.report.timeline import render_timeline
-from crashcart.telemetry import GPU_TEMP, SM_CLOCK, GpuSeries, Sample
+from crashcart.scan.telemetry import GPU_TEMP, SM_CLOCK, GpuSeries, Sample
 
 T0 = datetime(2026, 11, 30, 2, 13, 7, tzinfo=UTC)
 PNG = b"\x89PNG\r\n\x1a\n"

@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
-from crashcart.bundle import open_bundle
+from crashcart.ingest.bundle import open_bundle
 from crashcart.models import Claim, Culprit, Diagnosis, Evidence
 from crashcart.settings import BundleLimits
 from crashcart.verify import check, gpu_named, rank_named, verify

@@ -9,21 +9,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from crashcart.bundle import Bundle
-from crashcart.causal import RankLast
 from crashcart.errors import BudgetExhausted, ModelCallFailed
 from crashcart.group import group_findings
+from crashcart.ingest.bundle import Bundle
 from crashcart.llm.client import AnswerCache, ModelClient
 from crashcart.llm.prompts import prompt_version
 from crashcart.llm.reduce import ReduceRejected, reduce_llm
 from crashcart.llm.swarm import SwarmResult, run_swarm
 from crashcart.llm.vision import VisionResult, read_dashboards
 from crashcart.llm.windows import build_windows, chunk_windows, occurrences
+from crashcart.locate.topology import attribute
 from crashcart.models import Diagnosis, DocLLMStats, Finding, Group, Topology
-from crashcart.redact import POLICY_VERSION
-from crashcart.reduce import reduce_offline
+from crashcart.reduce.causal import RankLast
+from crashcart.reduce.offline import reduce_offline
 from crashcart.settings import LlmSettings
-from crashcart.topology import attribute
+from crashcart.text.redact import POLICY_VERSION
 
 
 @dataclass

@@ -9,14 +9,14 @@ timeline stay the deterministic ones; culprit fields are checked again by the ve
 
 from __future__ import annotations
 
-from crashcart.clock import to_iso
 from crashcart.llm.client import ModelClient
 from crashcart.llm.prompts import classes_block, load_prompt
 from crashcart.llm.schemas import ReduceAnswer
 from crashcart.llm.windows import data_block
-from crashcart.mask import template
 from crashcart.models import Culprit, Diagnosis, Finding, Group, Hypothesis, TimelineEntry, Topology
-from crashcart.redact import redact_text
+from crashcart.text.clock import to_iso
+from crashcart.text.mask import template
+from crashcart.text.redact import redact_text
 
 MAX_GROUPS = 60
 MODEL_ONLY_CAP = 0.5  # a root resting on model findings alone

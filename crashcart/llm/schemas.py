@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from crashcart.scan.catalogue import load_catalogue
+from crashcart.catalogue import load_catalogue
 
 
 @cache

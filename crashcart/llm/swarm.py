@@ -11,16 +11,16 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 
-from crashcart import prefix
-from crashcart.bundle import Bundle
-from crashcart.clock import parse_time
 from crashcart.errors import BudgetExhausted, ModelCallFailed
+from crashcart.ingest.bundle import Bundle
 from crashcart.llm.client import ModelClient
 from crashcart.llm.prompts import classes_block, load_prompt
 from crashcart.llm.schemas import SwarmAnswer, SwarmFinding
 from crashcart.llm.windows import Chunk, Occurrences
 from crashcart.models import Evidence, Finding
 from crashcart.scan.findings import clock_context
+from crashcart.text import prefix
+from crashcart.text.clock import parse_time
 
 MIN_QUOTE = 12
 

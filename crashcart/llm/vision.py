@@ -11,8 +11,8 @@ import base64
 from dataclasses import dataclass, field
 from typing import Any
 
-from crashcart.bundle import Bundle
 from crashcart.errors import BudgetExhausted, ModelCallFailed
+from crashcart.ingest.bundle import Bundle
 from crashcart.llm.client import ModelClient
 from crashcart.llm.prompts import classes_block, load_prompt
 from crashcart.llm.schemas import Observation, VisionAnswer

@@ -14,12 +14,12 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 
-from crashcart import prefix
-from crashcart.bundle import Bundle
-from crashcart.causal import RankLast
-from crashcart.mask import template
+from crashcart.ingest.bundle import Bundle
 from crashcart.models import Finding
-from crashcart.redact import redact_text
+from crashcart.reduce.causal import RankLast
+from crashcart.text import prefix
+from crashcart.text.mask import template
+from crashcart.text.redact import redact_text
 
 BEFORE, AFTER = 2, 2  # lines of context around a hit
 TAIL = 6  # a rank's last lines

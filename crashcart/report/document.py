@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from crashcart.clock import to_iso
+from crashcart.catalogue import load_catalogue
 from crashcart.models import (
     Citation,
     DiagnosisDocument,
@@ -26,8 +26,8 @@ from crashcart.models import (
     SkippedFile,
     Topology,
 )
-from crashcart.report.runbook import build_runbook
-from crashcart.scan.catalogue import load_catalogue
+from crashcart.runbook.plan import build_runbook
+from crashcart.text.clock import to_iso
 from crashcart.verify import Verified
 
 

@@ -11,10 +11,10 @@ import re
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 
-from crashcart.clock import from_iso
+from crashcart.catalogue import load_catalogue
 from crashcart.models import DiagnosisDocument, DocCitation, DocRunbook
 from crashcart.report.document import llm_summary
-from crashcart.scan.catalogue import load_catalogue
+from crashcart.text.clock import from_iso
 
 TEAM = "*To be filled in by the team.*"
 MAX_TIMELINE, MAX_LIST, MAX_QUOTE = 30, 15, 240

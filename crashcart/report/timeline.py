@@ -19,11 +19,11 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
 
-from crashcart.clock import from_iso
-from crashcart.gpuid import canonical_pci
+from crashcart.catalogue import load_catalogue
 from crashcart.models import DiagnosisDocument
-from crashcart.scan.catalogue import load_catalogue
-from crashcart.telemetry import GPU_TEMP, SM_CLOCK, GpuSeries
+from crashcart.scan.telemetry import GPU_TEMP, SM_CLOCK, GpuSeries
+from crashcart.text.clock import from_iso
+from crashcart.text.gpuid import canonical_pci
 
 SIZE, DPI = (10.0, 5.625), 120  # 1200 x 675 px: a Slack preview shows it ~360 px wide
 MAX_ROWS, MAX_LANES, LANE_ROWS = 64, 4, 16  # each class gets its own strip per row while rows are few

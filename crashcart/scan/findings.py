@@ -12,12 +12,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from crashcart import clock, prefix
-from crashcart.bundle import Bundle, canonical_line
-from crashcart.gpuid import canonical_pci
+from crashcart.catalogue import Catalogue, Signature
+from crashcart.ingest.bundle import Bundle, canonical_line
 from crashcart.models import BundleFile, Evidence, Finding
-from crashcart.scan.catalogue import Catalogue, Signature
 from crashcart.scan.reader import FileScan
+from crashcart.text import clock, prefix
+from crashcart.text.gpuid import canonical_pci
 
 _TB_HEADERS = ("Traceback (most recent call last)", "During handling of", "The above exception")
 _EXC_LINE = re.compile(

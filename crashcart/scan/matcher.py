@@ -19,7 +19,7 @@ import threading
 from pathlib import Path
 from typing import Any, Literal, Protocol, Self
 
-from crashcart.scan.catalogue import Catalogue, hyperscan_expressions, line_pattern, load_catalogue
+from crashcart.catalogue import Catalogue, hyperscan_expressions, line_pattern, load_catalogue
 
 MatcherName = Literal["hyperscan", "re"]
 Buffer = bytes | bytearray | memoryview

@@ -17,11 +17,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from crashcart import telemetry
-from crashcart.bundle import SCANNED_KINDS, Bundle, LineIndex, canonical_line, may_be_scanned, open_bundle
-from crashcart.extract import DirectFile, Member
+from crashcart.catalogue import load_catalogue
+from crashcart.ingest.bundle import SCANNED_KINDS, Bundle, LineIndex, canonical_line, may_be_scanned, open_bundle
+from crashcart.ingest.extract import DirectFile, Member
 from crashcart.models import Finding, SkippedFile
-from crashcart.scan.catalogue import load_catalogue
+from crashcart.scan import telemetry
 from crashcart.scan.findings import IdSource, build_findings
 from crashcart.scan.matcher import HyperscanMatcher, Matcher, ReMatcher, make_matcher
 from crashcart.scan.matcher import matcher_name as _matcher_name

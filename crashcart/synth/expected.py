@@ -5,9 +5,9 @@ Input: the Story and the root-line positions recorded while writing; output: the
 
 from __future__ import annotations
 
-from crashcart.gpuid import canonical_pci
 from crashcart.synth.layout import Written
 from crashcart.synth.story import Story
+from crashcart.text.gpuid import canonical_pci
 
 
 def build(s: Story, written: Written) -> dict[str, object]:

@@ -6,7 +6,7 @@ import hashlib
 from functools import cache
 from importlib import resources
 
-from crashcart.scan.catalogue import load_catalogue
+from crashcart.catalogue import load_catalogue
 
 ROLES = ("swarm", "reduce", "vision")
 

@@ -11,10 +11,10 @@ import functools
 import re
 from collections import Counter, defaultdict
 
-from crashcart import prefix
-from crashcart.bundle import Manifest
-from crashcart.gpuid import canonical_pci
+from crashcart.ingest.bundle import Manifest
 from crashcart.models import BundleFile, Finding, RankInfo, Topology
+from crashcart.text import prefix
+from crashcart.text.gpuid import canonical_pci
 
 _MAPPING = re.compile(r"'([A-Za-z0-9][\w.-]*)': \[([\d, ]*)\]")
 

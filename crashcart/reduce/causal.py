@@ -12,8 +12,8 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from crashcart.catalogue import load_catalogue
 from crashcart.models import Evidence, Finding, Group, Topology
-from crashcart.scan.catalogue import load_catalogue
 
 SEVERITY_WEIGHT = {"P0": 50.0, "P1": 38.0, "P2": 38.0, "P3": 32.0, "info": 8.0}
 GENERIC_WEIGHT = {"unknown": 8.0, "python_exception_rank_crash": 34.0}

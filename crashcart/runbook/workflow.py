@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict
 
 from crashcart.errors import RunbookError
 from crashcart.models import DocRunbook, DocRunbookStep
-from crashcart.report.runbook import plan_hash as compute_plan_hash
+from crashcart.runbook.plan import plan_hash as compute_plan_hash
 from crashcart.store import ApprovalEntry, Decision, RunbookPlan, Store
 
 __all__ = ["ApprovalEntry", "RunbookRecord", "RunbookState", "approve", "get", "propose", "record_refusal", "reject"]

@@ -16,7 +16,7 @@ from datetime import UTC, datetime, timedelta, timezone
 from typing import NamedTuple
 
 from crashcart.models import ClockKind
-from crashcart.prefix import split_prefix
+from crashcart.text.prefix import split_prefix
 
 __all__ = ["ClockContext", "ParsedTime", "detect_clock", "infer_year", "parse_time", "to_iso"]
 

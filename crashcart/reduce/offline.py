@@ -10,18 +10,7 @@ from __future__ import annotations
 from collections import defaultdict
 from datetime import datetime
 
-from crashcart.causal import (
-    INHERITED_SLACK,
-    Candidate,
-    Picture,
-    RankLast,
-    candidates,
-    hardware_first,
-    own_time,
-    picture,
-    score,
-    versions,
-)
+from crashcart.catalogue import load_catalogue
 from crashcart.models import (
     Claim,
     Culprit,
@@ -33,7 +22,18 @@ from crashcart.models import (
     TimelineEntry,
     Topology,
 )
-from crashcart.scan.catalogue import load_catalogue
+from crashcart.reduce.causal import (
+    INHERITED_SLACK,
+    Candidate,
+    Picture,
+    RankLast,
+    candidates,
+    hardware_first,
+    own_time,
+    picture,
+    score,
+    versions,
+)
 from crashcart.verify import gpu_named, node_named, rank_named
 
 MIN_SCORE = 30.0

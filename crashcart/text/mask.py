@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from crashcart import clock, prefix
+from crashcart.text import clock, prefix
 
 _RULES: tuple[tuple[re.Pattern[str], str], ...] = (
     (

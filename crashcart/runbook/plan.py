@@ -21,12 +21,12 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from crashcart.gpuid import canonical_pci
+from crashcart.catalogue import CatalogueError, load_catalogue
 from crashcart.models import DiagnosisDocument, DocRunbook, DocRunbookStep
-from crashcart.scan.catalogue import CatalogueError, load_catalogue
+from crashcart.text.gpuid import canonical_pci
 
 if TYPE_CHECKING:
-    from crashcart.runbooks import RunbookRecord
+    from crashcart.runbook.workflow import RunbookRecord
 
 Scheduler = Literal["slurm", "k8s"]
 PARAMS = ("node", "gpu", "rank", "job_id", "class_id", "evidence", "nodes")

@@ -21,8 +21,8 @@ from typing import Any, NamedTuple
 
 from pydantic import BaseModel, ConfigDict
 
-from crashcart.gpuid import canonical_pci
 from crashcart.models import Evidence, Finding, Severity
+from crashcart.text.gpuid import canonical_pci
 
 __all__ = ["GpuSeries", "Sample", "TelemetryResult", "analyse_telemetry", "looks_like_telemetry"]
 

@@ -19,10 +19,11 @@ from datetime import datetime
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from crashcart import clock, extract, prefix
 from crashcart.errors import EmptyBundle, NoLogsFound
+from crashcart.ingest import extract
 from crashcart.models import BundleFile, ClockKind, FileKind, SkippedFile
 from crashcart.settings import BundleLimits
+from crashcart.text import clock, prefix
 
 SCANNED_KINDS: frozenset[FileKind] = frozenset({"rank_log", "combined_log", "kernel_log", "scheduler", "log"})
 HEAD_BYTES = extract.HEAD_BYTES  # what classification reads of each file

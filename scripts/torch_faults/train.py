@@ -1,0 +1,284 @@
+"""A tiny data-parallel training job that torchrun launches, with one optional injected fault.
+
+Run by ``scripts/make_torch_incidents.py`` under ``torchrun`` (CPU, gloo, 127.0.0.1); never imported by CrashCart.
+It trains a small MLP on a synthetic classification set with DDP, logs progress lines every few steps, saves
+checkpoints on rank 0, and, when ``--fault NAME`` is given, makes rank ``--fault-rank`` fail at step ``--fault-step``
+in the way NAME describes (see ``FAULTS``). Everything is seeded; only timestamps and pids change between runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import math
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch import nn
+from torch.distributed.elastic.multiprocessing.errors import record
+from torch.nn.parallel import DistributedDataParallel
+from torch.utils.data import DataLoader, Dataset, DistributedSampler
+
+
+@dataclass
+class Run:
+    """What a fault can see and touch: the parsed arguments, this rank, and the clock."""
+
+    args: argparse.Namespace
+    rank: int
+    world: int
+    started: float
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started
+
+    def log(self, text: str) -> None:
+        print(text, flush=True)
+
+
+# --- the data path -------------------------------------------------------------------------------------------------
+
+
+class SyntheticRecords(Dataset[dict[str, torch.Tensor]]):
+    """Seeded feature/label records, read through a dict as a real dataset's decoded samples would be.
+
+    ``bad`` maps sample indices to what is wrong with that record: ``missing_label`` (the key is absent),
+    ``inf_features`` (a corrupt sample), ``kill_worker`` (the DataLoader worker reading it is SIGKILLed) or
+    ``worker_raise`` (decoding it raises inside the worker).
+    """
+
+    def __init__(self, size: int, features: int, classes: int, bad: dict[int, str]) -> None:
+        gen = torch.Generator().manual_seed(1234)
+        self.weights = torch.randn(features, classes, generator=gen)
+        self.size = size
+        self.features = features
+        self.bad = bad
+
+    def __len__(self) -> int:
+        return self.size
+
+    def _record(self, index: int) -> dict[str, torch.Tensor]:
+        gen = torch.Generator().manual_seed(index)
+        x = torch.randn(self.features, generator=gen)
+        return {"features": x, "label": (x @ self.weights).argmax()}
+
+    def __getitem__(self, index: int) -> dict[str, torch.Tensor]:
+        record = self._record(index)
+        problem = self.bad.get(index)
+        if problem == "missing_label":
+            del record["label"]
+        elif problem == "inf_features":
+            record["features"][3] = math.inf
+        elif problem == "kill_worker":
+            os.kill(os.getpid(), signal.SIGKILL)
+        elif problem == "worker_raise":
+            raise ValueError(f"corrupt record {index}: could not decode field 'features' (truncated at byte 4096)")
+        return {"features": record["features"], "label": record["label"]}
+
+
+def make_loader(run: Run, bad_kind: str | None) -> tuple[DataLoader[dict[str, torch.Tensor]], DistributedSampler[int]]:
+    args = run.args
+    size = args.steps * args.batch_size * run.world
+    sampler: DistributedSampler[int] = DistributedSampler(
+        range(size), num_replicas=run.world, rank=run.rank, shuffle=True, seed=0
+    )
+    bad: dict[int, str] = {}
+    if bad_kind is not None and run.rank == args.fault_rank:
+        # the first sample this rank reads at the fault step
+        bad[list(sampler)[(args.fault_step - 1) * args.batch_size]] = bad_kind
+    dataset = SyntheticRecords(size, args.features, args.classes, bad)
+    loader = DataLoader(
+        dataset,
+        batch_size=args.batch_size,
+        sampler=sampler,
+        num_workers=args.num_workers,
+        persistent_workers=args.num_workers > 0,
+        drop_last=True,
+    )
+    return loader, sampler
+
+
+# --- faults --------------------------------------------------------------------------------------------------------
+
+
+def fault_segfault(run: Run) -> None:
+    run.log(f"rank {run.rank}: loading fused kernel extension")
+    ctypes.string_at(0)
+
+
+def fault_abort(run: Run) -> None:
+    run.log(f"rank {run.rank}: native allocator consistency check failed")
+    os.abort()
+
+
+def fault_hang(run: Run) -> None:
+    # waits on a prefetch thread that never signals: the rank is alive but never reaches the next collective
+    threading.Event().wait()
+
+
+def fault_slow(run: Run) -> None:
+    chunks = run.args.slow_chunks
+    run.log(f"rank {run.rank}: rebuilding the token-length index before step {run.args.fault_step} ({chunks} shards)")
+    a = torch.randn(384, 384)
+    for chunk in range(1, chunks + 1):
+        until = time.monotonic() + run.args.slow_seconds / chunks
+        while time.monotonic() < until:
+            a = torch.tanh(a @ a)
+        run.log(f"rank {run.rank}: index shard {chunk}/{chunks} done elapsed {run.elapsed():.1f}s")
+
+
+def fault_host_oom(run: Run) -> None:
+    run.log(f"rank {run.rank}: caching the training shard in host memory")
+    held = []
+    for n in range(1, 1000):
+        held.append(torch.ones(64 * 1024 * 1024 // 4))
+        if n % 4 == 0:
+            run.log(f"rank {run.rank}: cached {n * 64} MiB")
+
+
+def fault_sleep(run: Run) -> None:
+    # a normal run, paced so that a signal from outside (SIGKILL of a rank, SIGTERM of torchrun) lands mid-training
+    time.sleep(run.args.step_time * 20)
+
+
+# Faults that run at the start of the fault step on the fault rank.
+STEP_FAULTS: dict[str, Callable[[Run], None]] = {
+    "segfault": fault_segfault,
+    "abort": fault_abort,
+    "hang": fault_hang,
+    "slow": fault_slow,
+    "host_oom": fault_host_oom,
+}
+# Faults carried by one bad record that the fault rank reads at the fault step.
+DATA_FAULTS = {
+    "keyerror": "missing_label",
+    "nan_loss": "inf_features",
+    "worker_killed": "kill_worker",
+    "worker_raise": "worker_raise",
+}
+# Faults in a later part of the step: the metrics all_reduce (mismatch) and the checkpoint (disk full, a path).
+OTHER_FAULTS = {"mismatch", "none", "external"}
+FAULTS = sorted([*STEP_FAULTS, *DATA_FAULTS, *OTHER_FAULTS])
+
+
+# --- the loop ------------------------------------------------------------------------------------------------------
+
+
+def reduce_metrics(run: Run, loss_sum: float, count: int, step: int) -> float:
+    values = [loss_sum, float(count)]
+    if run.args.fault == "mismatch" and run.rank == run.args.fault_rank and step >= run.args.fault_step:
+        # a rank-conditional extra metric: this rank all_reduces three numbers, the others two
+        values.append(float(step))
+    buf = torch.tensor(values, dtype=torch.float64)
+    dist.all_reduce(buf, op=dist.ReduceOp.SUM)
+    return float(buf[0] / buf[1])
+
+
+def save_checkpoint(run: Run, model: nn.Module, opt: torch.optim.Optimizer, step: int) -> None:
+    path = Path(run.args.ckpt_dir) / f"step_{step:06d}.pt"
+    run.log(f"saving checkpoint to {path}")
+    torch.save({"step": step, "model": model.state_dict(), "optim": opt.state_dict()}, path)
+    run.log(f"saved checkpoint {path} ({path.stat().st_size / 1e6:.1f} MB)")
+
+
+def mark(run: Run, step: int) -> None:
+    if run.args.marker_dir:
+        tmp = Path(run.args.marker_dir) / f".rank{run.rank}.json"
+        tmp.write_text(json.dumps({"pid": os.getpid(), "step": step}))
+        tmp.replace(tmp.with_name(f"rank{run.rank}.json"))
+
+
+def train(run: Run) -> None:
+    args = run.args
+    torch.manual_seed(args.seed + run.rank)
+    loader, sampler = make_loader(run, DATA_FAULTS.get(args.fault))
+    model = nn.Sequential(nn.Linear(args.features, args.hidden), nn.GELU(), nn.Linear(args.hidden, args.classes))
+    ddp = DistributedDataParallel(model)
+    opt = torch.optim.AdamW(ddp.parameters(), lr=args.lr)
+    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=args.steps)
+    if run.rank == 0:
+        params = sum(p.numel() for p in model.parameters())
+        run.log(f"model: {params / 1e3:.1f}K parameters, world size {run.world}, {args.steps} steps")
+    sampler.set_epoch(0)
+    batches = iter(loader)
+    loss_sum, count = 0.0, 0
+    for step in range(1, args.steps + 1):
+        mark(run, step)
+        batch = next(batches)
+        if step == args.fault_step and run.rank == args.fault_rank and args.fault in STEP_FAULTS:
+            STEP_FAULTS[args.fault](run)
+        if args.fault == "external" and step == args.fault_step:
+            fault_sleep(run)
+        logits = ddp(batch["features"])
+        loss = F.cross_entropy(logits, batch["label"])
+        value = loss.item()
+        if not math.isfinite(value):
+            run.log(f"Loss is {value}, stopping training")
+            sys.exit(1)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        sched.step()
+        loss_sum, count = loss_sum + value, count + 1
+        time.sleep(args.step_time)
+        if step % args.log_every == 0:
+            mean = reduce_metrics(run, loss_sum, count, step)
+            lr = sched.get_last_lr()[0]
+            run.log(f"step {step}/{args.steps} loss {mean:.4f} lr {lr:.1e} elapsed {run.elapsed():.1f}s")
+            loss_sum, count = 0.0, 0
+        if args.ckpt_every and step % args.ckpt_every == 0:
+            if run.rank == 0:
+                save_checkpoint(run, model, opt, step)
+            dist.barrier()
+    run.log(f"rank {run.rank}: training complete, {args.steps} steps in {run.elapsed():.1f}s")
+
+
+def parse(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--steps", type=int, default=60)
+    p.add_argument("--batch-size", type=int, default=16)
+    p.add_argument("--features", type=int, default=32)
+    p.add_argument("--hidden", type=int, default=64)
+    p.add_argument("--classes", type=int, default=10)
+    p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--num-workers", type=int, default=0)
+    p.add_argument("--log-every", type=int, default=5)
+    p.add_argument("--step-time", type=float, default=0.05, help="seconds of simulated work per step")
+    p.add_argument("--ckpt-dir", default="checkpoints")
+    p.add_argument("--ckpt-every", type=int, default=0)
+    p.add_argument("--pg-timeout", type=float, default=1800.0, help="process-group timeout in seconds")
+    p.add_argument("--fault", choices=FAULTS, default="none")
+    p.add_argument("--fault-rank", type=int, default=1)
+    p.add_argument("--fault-step", type=int, default=20)
+    p.add_argument("--slow-seconds", type=float, default=30.0)
+    p.add_argument("--slow-chunks", type=int, default=6)
+    p.add_argument("--marker-dir", default="", help="where each rank writes its pid and step (for outside signals)")
+    return p.parse_args(argv)
+
+
+@record
+def main() -> None:
+    args = parse()
+    dist.init_process_group("gloo", timeout=timedelta(seconds=args.pg_timeout))
+    run = Run(args, dist.get_rank(), dist.get_world_size(), time.monotonic())
+    run.log(f"rank {run.rank}/{run.world} pid {os.getpid()} torch {torch.__version__} backend gloo")
+    try:
+        train(run)
+    finally:
+        dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
