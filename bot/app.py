@@ -39,11 +39,11 @@ from bot.blocks import (
 from bot.intake import JOB_ID, find_job_bundle, is_bundle_name
 from bot.lookups import incident_status, job_runs, recent
 from bot.queue import JobQueue
+from bot.settings import BotSettings
 from bot.worker import SLACK_ERRORS, Worker, slack_error
 from crashcart import (
     CrashCartError,
     RunbookRecord,
-    Settings,
     Store,
     approve_runbook,
     get_runbook,
@@ -64,7 +64,7 @@ class Handlers:
 
     def __init__(
         self,
-        settings: Settings,
+        settings: BotSettings,
         client: AsyncWebClient,
         queue: JobQueue,
         worker: Worker,
@@ -339,7 +339,7 @@ def _who_where(body: dict[str, Any]) -> tuple[str, str, str, str | None]:
 
 
 def build_app(
-    settings: Settings,
+    settings: BotSettings,
     client: AsyncWebClient,
     queue: JobQueue,
     worker: Worker,

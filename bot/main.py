@@ -1,6 +1,6 @@
 """Entry point: ``run(settings, mode, port)`` for ``crashcart bot --socket | --http --port P``.
 
-Input: ``Settings``; output: a running bot until interrupted (exit status 0), or one line on stderr
+Input: ``BotSettings``; output: a running bot until interrupted (exit status 0), or one line on stderr
 and exit status 2 for a configuration problem. ``BotRuntime`` wires one ``AsyncWebClient`` (base URL
 from settings, retry handlers) into the app, the worker, Socket Mode and the approver lookups.
 """
@@ -28,8 +28,9 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot.app import Handlers, Mode, build_app
 from bot.approvers import Approvers
 from bot.queue import JobQueue
+from bot.settings import BotSettings, SlackSettings
 from bot.worker import Worker
-from crashcart import Settings, SlackSettings, Store, StoreError
+from crashcart import Store, StoreError
 
 log = logging.getLogger(__name__)
 EVENTS_PATH = "/slack/events"
@@ -84,7 +85,7 @@ class BotRuntime:
 
     def __init__(
         self,
-        settings: Settings,
+        settings: BotSettings,
         mode: Mode,
         *,
         port: int = 3000,
@@ -173,7 +174,7 @@ class BotRuntime:
             self.store.close()
 
 
-def run(settings: Settings, mode: Literal["socket", "http"], port: int | None = None) -> int:
+def run(settings: BotSettings, mode: Literal["socket", "http"], port: int | None = None) -> int:
     """Run the bot until interrupted. Exit status 0, or 2 with one line on stderr for a configuration problem."""
     try:
         check_config(settings.slack, mode, port)

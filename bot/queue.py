@@ -1,4 +1,5 @@
-"""Durable job queue and dedupe tables, in the store's SQLite file (tables prefixed ``bot_``).
+"""Durable job queue and dedupe tables, in the store's SQLite file (tables prefixed ``bot_``, created by the
+bot's own migration set through the store's ``migrate``).
 
 A job is one analysis asked for in Slack: an uploaded bundle or a job id. Each step that posts to
 Slack records what it posted (``status_ts``, ``diagnosis_ts``, ``files_done``, ``runbook_ts``), so a
@@ -18,12 +19,16 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal
 
+from sqlite_utils import Database
+
+from crashcart.store import Migration, migrate
+
 JobKind = Literal["upload", "job"]
 JobState = Literal["queued", "running", "done", "failed", "ignored"]
 PENDING: tuple[JobState, ...] = ("queued", "running")
 EVENT_TTL = timedelta(days=2)  # Slack retries arrive within minutes; keep event ids well past that
 
-_SCHEMA = (
+_V1_SCHEMA = (
     """CREATE TABLE IF NOT EXISTS bot_jobs (
         id TEXT PRIMARY KEY,
         dedupe_key TEXT NOT NULL UNIQUE,
@@ -48,6 +53,16 @@ _SCHEMA = (
     "CREATE INDEX IF NOT EXISTS bot_jobs_state ON bot_jobs (state, created_at)",
     "CREATE TABLE IF NOT EXISTS bot_events (event_id TEXT PRIMARY KEY, seen_at TEXT NOT NULL)",
 )
+
+
+def _v1_jobs_and_events(db: Database) -> None:
+    # IF NOT EXISTS: files written before the bot's tables had migrations already hold them
+    for statement in _V1_SCHEMA:
+        db.execute(statement)
+
+
+# The bot's own migration set in the store's mechanism (recorded in bot_schema_migrations).
+MIGRATIONS = (Migration(1, "jobs and seen event ids", _v1_jobs_and_events),)
 
 
 @dataclass(frozen=True)
@@ -106,9 +121,7 @@ class JobQueue:
         self._conn.row_factory = sqlite3.Row
         self._conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
         self._conn.execute("PRAGMA journal_mode = WAL")
-        with self._write() as conn:
-            for statement in _SCHEMA:
-                conn.execute(statement)
+        migrate(Database(self._conn), MIGRATIONS, owner="bot")
 
     def close(self) -> None:
         with self._lock, contextlib.suppress(sqlite3.Error):

@@ -40,10 +40,10 @@ from bot.intake import (
     token_hosts,
 )
 from bot.queue import Job, JobQueue
+from bot.settings import BotSettings
 from crashcart import (
     BundleNotFound,
     CrashCartError,
-    Settings,
     Store,
     get_runbook,
 )
@@ -102,7 +102,7 @@ class Worker:
 
     def __init__(
         self,
-        settings: Settings,
+        settings: BotSettings,
         client: AsyncWebClient,
         queue: JobQueue,
         store: Store,

@@ -25,13 +25,13 @@ from crashcart.pipeline import Outcome, diagnose
 from crashcart.report.document import llm_summary
 from crashcart.report.postmortem import render_postmortem
 from crashcart.report.timeline import render_timeline
-from crashcart.runbook.plan import render_runbook_md
+from crashcart.runbook.render import render_runbook_md
 from crashcart.runbook.workflow import RunbookRecord
 from crashcart.runbook.workflow import approve as approve_runbook
 from crashcart.runbook.workflow import get as get_runbook
 from crashcart.runbook.workflow import record_refusal as record_runbook_refusal
 from crashcart.runbook.workflow import reject as reject_runbook
-from crashcart.settings import Settings, SlackSettings
+from crashcart.settings import Settings
 from crashcart.store import IncidentSummary, Store, StoredIncident
 from crashcart.text.redact import redact_text
 
@@ -55,7 +55,6 @@ __all__ = [
     "RunbookError",
     "RunbookRecord",
     "Settings",
-    "SlackSettings",
     "Store",
     "StoreError",
     "StoredIncident",

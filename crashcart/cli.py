@@ -21,6 +21,7 @@ from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeR
 from rich.table import Table
 
 from crashcart.errors import BundleError, ConfigError, CrashCartError, IncidentNotFound, RunbookError
+from crashcart.plugins import Check, Plugin, load_plugins
 from crashcart.settings import Settings
 
 if TYPE_CHECKING:
@@ -36,7 +37,7 @@ def _stdout() -> Console:
     return console if console.is_terminal else Console(width=200, highlight=False)
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser(plugins: list[Plugin]) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="crashcart", description="Find and prove why a GPU training job died.")
     sub = p.add_subparsers(dest="command", required=True)
     d = sub.add_parser("diagnose", help="diagnose an incident bundle (dir, .tar, .tar.gz, .zip or a log file)")
@@ -77,19 +78,22 @@ def _parser() -> argparse.ArgumentParser:
     sy.add_argument("--nodes", type=int, default=2)
     sy.add_argument("--seed", type=int, default=0)
     sy.add_argument("--layout", default=None)
-    bt = sub.add_parser("bot", help="run the Slack bot (Socket Mode, or HTTP with /slack/events and /healthz)")
-    bt_mode = bt.add_mutually_exclusive_group()
-    bt_mode.add_argument("--socket", action="store_true", help="Socket Mode (SLACK_APP_TOKEN; the default)")
-    bt_mode.add_argument("--http", action="store_true", help="HTTP mode (SLACK_SIGNING_SECRET)")
-    bt.add_argument("--port", type=int, default=3000, help="HTTP port (with --http)")
+    for plugin in plugins:
+        plugin.add_commands(sub)
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    plugins = load_plugins()
+    args = _parser(plugins).parse_args(argv)
     err = Console(stderr=True, highlight=False)
     try:
+        owner = next((p for p in plugins if args.command in p.commands), None)
+        if owner is not None:
+            return owner.run(args, _settings(owner.settings_class))
         settings = _settings()
+        if args.command == "doctor":
+            return _doctor(settings, plugins)
         return _run(args, settings, err)
     except BundleError as exc:
         _fail(f"error: {exc.detail or type(exc).__name__}")
@@ -112,10 +116,10 @@ def main(argv: list[str] | None = None) -> int:
         return 1
 
 
-def _settings() -> Settings:
+def _settings(cls: type[Settings] = Settings) -> Settings:
     """Settings from the environment; a malformed variable is a ConfigError naming it."""
     try:
-        return Settings()
+        return cls()
     except ValidationError as exc:
         first = exc.errors()[0]
         name = ".".join(str(p) for p in first.get("loc", ())) or "?"
@@ -135,18 +139,12 @@ def _run(args: argparse.Namespace, settings: Settings, err: Console) -> int:
         synthesize(args.cls, args.out, ranks=args.ranks, nodes=args.nodes, seed=args.seed, layout=args.layout)
         err.print(f"wrote {args.cls} incident to {args.out}")
         return 0
-    if args.command == "doctor":
-        return _doctor(settings)
     if getattr(args, "engine", None):
         settings = settings.model_copy(update={"engine": args.engine})
     if settings.engine == "llm":
         _check_llm(settings)
     if args.command == "eval":
         return _eval(args, settings, err)
-    if args.command == "bot":
-        from bot.main import run as run_bot  # lazily: the core never imports Slack code
-
-        return run_bot(settings, "http" if args.http else "socket", args.port)
     if args.command == "diagnose" and args.no_store:
         return _diagnose(args, settings, None, err)
     from crashcart.store import Store
@@ -243,10 +241,15 @@ def _check_llm(settings: Settings) -> None:
         raise ConfigError(f"CRASHCART_LLM_CASSETTE_MODE={llm.cassette_mode} needs CRASHCART_LLM_CASSETTE (a file path)")
 
 
-def _doctor(settings: Settings) -> int:
+def _doctor(settings: Settings, plugins: list[Plugin]) -> int:
     from crashcart.llm.doctor import run_checks
 
-    checks = asyncio.run(run_checks(settings))
+    extra = [check for p in plugins for check in p.doctor_checks(_settings(p.settings_class))]
+
+    async def everything() -> list[Check]:
+        return [*await run_checks(settings), *[await check() for check in extra]]
+
+    checks = asyncio.run(everything())
     table = Table(show_edge=False)
     for col in ("check", "status", "detail", "fix"):
         table.add_column(col)
@@ -301,7 +304,7 @@ def _write_reports(out: Path, outcome: Outcome, store: Store | None) -> None:
     from crashcart.report.postmortem import render_postmortem
     from crashcart.report.timeline import render_timeline
     from crashcart.runbook import workflow as runbooks
-    from crashcart.runbook.plan import render_runbook_md, runbook_json
+    from crashcart.runbook.render import render_runbook_md, runbook_json
 
     doc = outcome.document
     record = runbooks.get(store, doc.incident_id) if store is not None else None
@@ -317,7 +320,7 @@ def _write_reports(out: Path, outcome: Outcome, store: Store | None) -> None:
 
 def _runbook(args: argparse.Namespace, settings: Settings, store: Store) -> int:
     from crashcart.runbook import workflow as runbooks
-    from crashcart.runbook.plan import render_runbook_md, runbook_json
+    from crashcart.runbook.render import render_runbook_md, runbook_json
 
     approvers = settings.approver_ids or None
     if args.command == "approve":

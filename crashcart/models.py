@@ -6,6 +6,7 @@ No logic lives here beyond field validation. Evidence is the spine: only CrashCa
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
@@ -337,3 +338,11 @@ class DiagnosisDocument(_Doc):
     topology: dict[str, dict[str, str | int | None]] = Field(default_factory=dict)
     reasoning: list[str] = Field(default_factory=list)
     partial: bool = False
+
+
+@dataclass
+class RankLast:
+    """The last line a rank wrote, and the last time it showed."""
+
+    evidence: Evidence | None
+    time: datetime | None

@@ -6,10 +6,12 @@ small groups they need (``BundleLimits``, ``ScanSettings``, ``StoreSettings``), 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from functools import cached_property
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal, Self
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, SecretStr
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -48,51 +50,33 @@ class StoreSettings(BaseModel):
     db_path: Path
 
 
-NEBIUS_TOKEN_FACTORY = "https://api.tokenfactory.nebius.com/v1/"
-# Nemotron ids as Nebius Token Factory lists them; `crashcart doctor` checks them against the live catalogue.
-DEFAULT_SWARM_MODEL = "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B"
-DEFAULT_REDUCE_MODEL = "nvidia/Nemotron-3-Super-120b-a12b"
-DEFAULT_VISION_MODEL = "nvidia/Nemotron-Nano-V2-12b"
-# USD per million tokens (input, output), from the provider's public price list; override with CRASHCART_LLM_PRICES.
-DEFAULT_PRICES = f"{DEFAULT_SWARM_MODEL}=0.06/0.24,{DEFAULT_REDUCE_MODEL}=0.30/0.90,{DEFAULT_VISION_MODEL}=0.07/0.20"
-
-
 class LlmSettings(BaseModel):
     """What the LLM engine needs (DESIGN §5)."""
 
     model_config = ConfigDict(frozen=True)
 
-    base_url: str = NEBIUS_TOKEN_FACTORY
+    base_url: str = "https://api.tokenfactory.nebius.com/v1/"  # Nebius Token Factory
     api_key: SecretStr | None = None
-    swarm_model: str = DEFAULT_SWARM_MODEL
-    reduce_model: str = DEFAULT_REDUCE_MODEL
-    vision_model: str = DEFAULT_VISION_MODEL
-    timeout_s: float = 60.0
-    max_retries: int = 4
-    max_concurrency: int = 8
-    token_budget: int = 400_000
-    cost_budget_usd: float = 2.0
+    # Nemotron ids as Nebius Token Factory lists them; `crashcart doctor` checks them against the live catalogue.
+    swarm_model: str = "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B"
+    reduce_model: str = "nvidia/Nemotron-3-Super-120b-a12b"
+    vision_model: str = "nvidia/Nemotron-Nano-V2-12b"
+    timeout_s: float = Field(default=60.0, gt=0)
+    max_retries: int = Field(default=4, ge=0)
+    max_concurrency: int = Field(default=8, ge=1)
+    token_budget: int = Field(default=400_000, ge=0)
+    cost_budget_usd: float = Field(default=2.0, ge=0)
     max_output_tokens: int = 2048
     prices: dict[str, tuple[float, float]] = Field(default_factory=dict)  # model -> USD per 1M (in, out)
     cassette: Path | None = None
     cassette_mode: Literal["off", "record", "replay"] = "off"
 
 
-class SlackSettings(BaseModel):
-    """What the Slack bot needs (issue 5); secrets stay SecretStr so they never print."""
-
-    model_config = ConfigDict(frozen=True)
-
-    bot_token: SecretStr | None = None
-    signing_secret: SecretStr | None = None
-    app_token: SecretStr | None = None
-    api_url: str = "https://slack.com/api/"
-    jobs_dir: Path | None = None
-    approvers: tuple[str, ...] = ()
-    approver_group: str | None = None
-    max_upload_bytes: int = 2 * 1024**3
-    max_jobs: int = 2
-    job_timeout_s: float = 900.0
+_LIMITS, _LLM = BundleLimits(), LlmSettings()
+NEBIUS_TOKEN_FACTORY = _LLM.base_url
+DEFAULT_SWARM_MODEL, DEFAULT_REDUCE_MODEL, DEFAULT_VISION_MODEL = _LLM.swarm_model, _LLM.reduce_model, _LLM.vision_model
+# USD per million tokens (input, output), from the provider's public price list; override with CRASHCART_LLM_PRICES.
+DEFAULT_PRICES = f"{DEFAULT_SWARM_MODEL}=0.06/0.24,{DEFAULT_REDUCE_MODEL}=0.30/0.90,{DEFAULT_VISION_MODEL}=0.07/0.20"
 
 
 def parse_prices(text: str) -> dict[str, tuple[float, float]]:
@@ -110,7 +94,8 @@ def parse_prices(text: str) -> dict[str, tuple[float, float]]:
 
 
 class Settings(BaseSettings):
-    """Every setting CrashCart reads. Instantiate exactly once, at an entry point."""
+    """Every setting the core reads. Instantiate exactly once, at an entry point. Each default is written
+    once, in the group model that uses it; the groups (``llm``, ``scan``, …) are built once per instance."""
 
     model_config = SettingsConfigDict(
         env_prefix="CRASHCART_", env_file=".env", extra="ignore", frozen=True, populate_by_name=True
@@ -122,50 +107,50 @@ class Settings(BaseSettings):
     approvers: str = ""  # comma-separated Slack user ids
     approver_group: str | None = None
 
-    max_bundle_bytes: int = BundleLimits().max_total_bytes
-    max_files: int = BundleLimits().max_files
-    workers: int = 0
+    max_bundle_bytes: int = _LIMITS.max_total_bytes
+    max_files: int = _LIMITS.max_files
+    workers: int = ScanSettings().workers
 
-    llm_base_url: str = NEBIUS_TOKEN_FACTORY
+    llm_base_url: str = _LLM.base_url
     llm_api_key: SecretStr | None = None
-    swarm_model: str = DEFAULT_SWARM_MODEL
-    reduce_model: str = DEFAULT_REDUCE_MODEL
-    vision_model: str = DEFAULT_VISION_MODEL
-    llm_timeout_s: float = Field(default=60.0, gt=0)
-    llm_max_retries: int = Field(default=4, ge=0)
-    llm_max_concurrency: int = Field(default=8, ge=1)
-    llm_token_budget: int = Field(default=400_000, ge=0)
-    llm_cost_budget_usd: float = Field(default=2.0, ge=0)
+    swarm_model: str = _LLM.swarm_model
+    reduce_model: str = _LLM.reduce_model
+    vision_model: str = _LLM.vision_model
+    llm_timeout_s: float = Field(default=_LLM.timeout_s, gt=0)
+    llm_max_retries: int = Field(default=_LLM.max_retries, ge=0)
+    llm_max_concurrency: int = Field(default=_LLM.max_concurrency, ge=1)
+    llm_token_budget: int = Field(default=_LLM.token_budget, ge=0)
+    llm_cost_budget_usd: float = Field(default=_LLM.cost_budget_usd, ge=0)
     llm_prices: str = DEFAULT_PRICES
     llm_cassette: Path | None = None  # record/replay file of model answers
-    llm_cassette_mode: Literal["off", "record", "replay"] = "off"
+    llm_cassette_mode: Literal["off", "record", "replay"] = _LLM.cassette_mode
 
-    slack_bot_token: SecretStr | None = Field(default=None, validation_alias=AliasChoices("SLACK_BOT_TOKEN"))
-    slack_signing_secret: SecretStr | None = Field(default=None, validation_alias=AliasChoices("SLACK_SIGNING_SECRET"))
-    slack_app_token: SecretStr | None = Field(default=None, validation_alias=AliasChoices("SLACK_APP_TOKEN"))
-    slack_api_url: str = "https://slack.com/api/"
-    jobs_dir: Path | None = None
-    bot_max_upload_bytes: int = Field(default=2 * 1024**3, ge=1)
-    bot_max_jobs: int = Field(default=2, ge=1)
-    bot_job_timeout_s: float = Field(default=900.0, gt=0)
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
+        """A copy with ``update`` applied; its groups are built again from the new values."""
+        copy = super().model_copy(update=update, deep=deep)
+        for cls in type(self).__mro__:
+            for name, value in vars(cls).items():
+                if isinstance(value, cached_property):
+                    copy.__dict__.pop(name, None)
+        return copy
 
-    @property
+    @cached_property
     def bundle_limits(self) -> BundleLimits:
         return BundleLimits(max_total_bytes=self.max_bundle_bytes, max_files=self.max_files)
 
-    @property
+    @cached_property
     def scan(self) -> ScanSettings:
         return ScanSettings(workers=self.workers)
 
-    @property
+    @cached_property
     def store(self) -> StoreSettings:
         return StoreSettings(db_path=self.db)
 
-    @property
+    @cached_property
     def approver_ids(self) -> list[str]:
         return [a.strip() for a in self.approvers.split(",") if a.strip()]
 
-    @property
+    @cached_property
     def llm(self) -> LlmSettings:
         prices = parse_prices(DEFAULT_PRICES) | parse_prices(self.llm_prices)
         return LlmSettings(
@@ -182,19 +167,4 @@ class Settings(BaseSettings):
             prices=prices,
             cassette=self.llm_cassette,
             cassette_mode=self.llm_cassette_mode,
-        )
-
-    @property
-    def slack(self) -> SlackSettings:
-        return SlackSettings(
-            bot_token=self.slack_bot_token,
-            signing_secret=self.slack_signing_secret,
-            app_token=self.slack_app_token,
-            api_url=self.slack_api_url,
-            jobs_dir=self.jobs_dir,
-            approvers=tuple(self.approver_ids),
-            approver_group=self.approver_group,
-            max_upload_bytes=self.bot_max_upload_bytes,
-            max_jobs=self.bot_max_jobs,
-            job_timeout_s=self.bot_job_timeout_s,
         )

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, field
 
 from crashcart.ingest.bundle import Bundle
-from crashcart.models import Citation, Claim, Culprit, Diagnosis, Evidence
+from crashcart.models import Citation, Claim, Culprit, Diagnosis, Evidence, Finding, RankLast
 from crashcart.text.gpuid import canonical_pci
 
 _PCI_TOKEN = re.compile(r"[0-9a-fA-F]{1,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}(?:\.[0-7])?|busId [0-9a-fA-F]+")
@@ -144,3 +144,10 @@ def _proven_culprit(c: Culprit, texts: list[tuple[str, str]]) -> tuple[Culprit, 
         notes.append(f"culprit GPU {gpu} is not named in the verified evidence; not shown")
         gpu = None
     return Culprit(node=node, rank=rank, gpu=gpu), notes
+
+
+def evidence_registry(findings: list[Finding], last: dict[int, RankLast]) -> dict[str, Evidence]:
+    """Every Evidence the diagnosis may cite, by id: the findings' and each rank's last line."""
+    reg = {ev.id: ev for f in findings for ev in f.evidence}
+    reg.update({rl.evidence.id: rl.evidence for rl in last.values() if rl.evidence is not None})
+    return reg

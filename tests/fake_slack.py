@@ -539,7 +539,7 @@ def bundle_bytes(incident: str = "gpu-fell-off-bus") -> bytes:
 
 
 def bot_settings(tmp_path: Path, fake: FakeSlack, **extra: Any) -> Any:
-    from crashcart import Settings
+    from bot.settings import BotSettings
 
     values: dict[str, Any] = {
         "db": tmp_path / "db" / "crashcart.db",
@@ -550,4 +550,4 @@ def bot_settings(tmp_path: Path, fake: FakeSlack, **extra: Any) -> Any:
         "slack_api_url": fake.api_url,
         "approvers": "UAPPROVER",
     }
-    return Settings(_env_file=None, **(values | extra))
+    return BotSettings(_env_file=None, **(values | extra))

@@ -9,7 +9,7 @@ import pytest
 from fake_slack import FakeSlack, bot_settings
 
 from bot.main import BotConfigError, BotRuntime, run
-from crashcart import Settings
+from bot.settings import BotSettings
 from crashcart.cli import main
 
 
@@ -43,7 +43,7 @@ def test_cli_bot_without_tokens(capsys: pytest.CaptureFixture[str]) -> None:
 def test_missing_settings_for_the_mode(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], values: dict[str, str], mode: str, expected: str
 ) -> None:
-    settings = Settings(_env_file=None, db=tmp_path / "db", **values)  # type: ignore[call-arg]
+    settings = BotSettings(_env_file=None, db=tmp_path / "db", **values)  # type: ignore[call-arg]
     assert run(settings, mode, 3000) == 2  # type: ignore[arg-type]
     line = one_line(capsys.readouterr().err)
     assert expected in line
@@ -53,13 +53,15 @@ def test_missing_settings_for_the_mode(
 
 @pytest.mark.parametrize("port", [0, 65536, None])
 def test_http_port_must_be_a_real_port(tmp_path: Path, capsys: pytest.CaptureFixture[str], port: int | None) -> None:
-    settings = Settings(_env_file=None, slack_bot_token="xoxb-1", slack_signing_secret="s")  # type: ignore[call-arg]
+    settings = BotSettings(_env_file=None, slack_bot_token="xoxb-1", slack_signing_secret="s")  # type: ignore[call-arg]
     assert run(settings, "http", port) == 2
     assert "--http needs --port between 1 and 65535" in one_line(capsys.readouterr().err)
 
 
 def test_jobs_dir_must_exist(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    settings = Settings(_env_file=None, slack_bot_token="xoxb-1", slack_app_token="xapp-1", jobs_dir=tmp_path / "nope")  # type: ignore[call-arg]
+    settings = BotSettings(
+        _env_file=None, slack_bot_token="xoxb-1", slack_app_token="xapp-1", jobs_dir=tmp_path / "nope"
+    )  # type: ignore[call-arg]
     assert run(settings, "socket") == 2
     assert "CRASHCART_JOBS_DIR is not a directory" in one_line(capsys.readouterr().err)
 

@@ -12,7 +12,9 @@ README = (ROOT / "README.md").read_text()
 
 
 def test_every_setting_is_documented() -> None:
-    for name, field in Settings.model_fields.items():
+    from bot.settings import BotSettings
+
+    for name, field in {**Settings.model_fields, **BotSettings.model_fields}.items():
         alias = field.validation_alias
         env = alias.choices[0] if alias is not None else f"CRASHCART_{name.upper()}"  # type: ignore[union-attr]
         assert f"`{env}`" in README, name
@@ -32,3 +34,14 @@ def test_every_error_is_documented_in_the_tree() -> None:
 
     for leaf in leaves(CrashCartError):
         assert leaf.__name__ in (errors.__doc__ or ""), leaf.__name__
+
+
+def test_every_package_the_readme_tour_names_exists() -> None:
+    import re
+
+    tour = README[README.index("## How it works") : README.index("## The LLM engine")]
+    named = set(re.findall(r"`((?:crashcart|bot)/[\w/]*?(?:\.py)?)`", tour))
+    assert len(named) >= 10
+    assert [n for n in sorted(named) if not (ROOT / n).exists()] == []
+    packages = {p.parent.name for p in (ROOT / "crashcart").glob("*/__init__.py")} - {"data", "synth"}
+    assert [p for p in sorted(packages) if f"crashcart/{p}/" not in tour] == []

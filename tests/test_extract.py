@@ -739,7 +739,7 @@ def test_damaged_archives_raise_only_bundle_errors(
 
 @pytest.mark.parametrize("sizes", [[0], [1], [4096], [5000, 1], [1 << 20, 3, (1 << 20) + 7]], ids=str)
 def test_direct_file_writes_exact_bytes(tmp_path: Path, sizes: list[int]) -> None:
-    from crashcart.ingest.extract import DirectFile
+    from crashcart.ingest.direct import DirectFile
 
     chunks = [os.urandom(n) for n in sizes]
     with DirectFile(tmp_path / "f") as out:

@@ -9,10 +9,13 @@ from typing import Any
 
 import pytest
 
+from bot.plugin import check_slack
+from bot.settings import SlackSettings
 from crashcart.cli import main
 from crashcart.llm.doctor import run_checks, tiny_png
 from crashcart.llm.windows import build_windows, chunk_windows, occurrences
-from crashcart.pipeline import diagnose, locate
+from crashcart.locate import locate
+from crashcart.pipeline import diagnose
 from crashcart.scan.run import scan
 from crashcart.settings import Settings
 from tests.conftest import MakeBundle
@@ -123,8 +126,9 @@ async def test_doctor_names_the_missing_model_and_checks_slack(tmp_path: Path) -
     slack = FakeSlack()
     await slack.start()
     try:
-        settings = llm_settings(tmp_path, fake, slack_bot_token=BOT_TOKEN, slack_api_url=slack.api_url)
-        checks = {c.name: c for c in await run_checks(settings)}
+        settings = llm_settings(tmp_path, fake)
+        slack_settings = SlackSettings(bot_token=BOT_TOKEN, api_url=slack.api_url)
+        checks = {c.name: c for c in [*await run_checks(settings), await check_slack(slack_settings)]}
     finally:
         await fake.close()
         await slack.stop()

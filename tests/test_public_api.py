@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
+from pathlib import Path
 
 import crashcart
 
@@ -22,3 +24,56 @@ def test_core_never_imports_slack_or_bot() -> None:
         "print(bad); raise SystemExit(1 if bad else 0)"
     )
     assert subprocess.run([sys.executable, "-c", code], capture_output=True).returncode == 0
+
+
+CORE = Path(crashcart.__file__).resolve().parent
+
+
+def _imports(path: Path) -> set[str]:
+    """Every module a file imports, at any depth (lazy and TYPE_CHECKING imports included)."""
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            out.add(node.module)
+            out |= {f"{node.module}.{a.name}" for a in node.names}
+    return out
+
+
+def test_no_file_of_the_core_imports_the_bot_or_slack() -> None:
+    bad = {
+        str(p.relative_to(CORE)): sorted(
+            m for m in _imports(p) if m.split(".")[0] in {"bot", "slack_bolt", "slack_sdk"}
+        )
+        for p in CORE.rglob("*.py")
+    }
+    assert {k: v for k, v in bad.items() if v} == {}
+
+
+def test_the_core_import_graph_has_no_cycle() -> None:
+    def name(p: Path) -> str:
+        rel = p.relative_to(CORE.parent).with_suffix("")
+        parts = rel.parts[:-1] if rel.name == "__init__" else rel.parts
+        return ".".join(parts)
+
+    modules = {name(p): p for p in CORE.rglob("*.py")}
+    graph = {m: {i for i in _imports(p) if i in modules and i != m} for m, p in modules.items()}
+    for m in modules:  # a package's __init__ re-exporting its own modules is not a cycle between stages
+        graph[m] = {i for i in graph[m] if not i.startswith(m + ".")}
+    state: dict[str, int] = {}
+    cycles: list[list[str]] = []
+
+    def visit(m: str, path: list[str]) -> None:
+        state[m] = 1
+        for n in sorted(graph[m]):
+            if state.get(n) == 1:
+                cycles.append([*path[path.index(n) :], n] if n in path else [m, n])
+            elif n not in state:
+                visit(n, [*path, n])
+        state[m] = 2
+
+    for m in sorted(modules):
+        if m not in state:
+            visit(m, [m])
+    assert cycles == []

@@ -21,10 +21,9 @@ from crashcart.runbook.plan import (
     load_actions,
     plan_hash,
     plan_steps,
-    render_runbook_md,
-    runbook_json,
     runbook_params,
 )
+from crashcart.runbook.render import render_runbook_md, runbook_json
 from crashcart.settings import StoreSettings
 from crashcart.store import Store
 

@@ -1,4 +1,5 @@
-"""``crashcart doctor``: is the model endpoint usable, do the configured model ids exist, does Slack answer.
+"""``crashcart doctor``: is the model endpoint usable, and do the configured model ids exist (plugins add rows:
+the bot checks Slack auth).
 
 Each check is a row (name, ok/fail/skip, detail, what to fix). Nothing here prints a key or a token.
 """
@@ -8,26 +9,16 @@ from __future__ import annotations
 import base64
 import struct
 import zlib
-from dataclasses import dataclass
 from urllib.parse import urlsplit, urlunsplit
 
-import aiohttp
 import openai
 
 from crashcart.errors import ModelCallFailed
 from crashcart.llm.client import ModelClient, Role
 from crashcart.llm.prompts import prompt_version
 from crashcart.llm.schemas import Ping
+from crashcart.plugins import Check
 from crashcart.settings import Settings
-
-
-@dataclass(frozen=True)
-class Check:
-    name: str
-    status: str  # "ok", "fail", "skip"
-    detail: str
-    fix: str = ""
-
 
 PING_SYSTEM = 'ROLE: doctor\nAnswer with the JSON object {"ok": true} and nothing else.'
 
@@ -71,7 +62,6 @@ async def run_checks(settings: Settings) -> list[Check]:
             checks.append(await _ping(client, role, model, env))
     finally:
         await client.close()
-    checks.append(await _slack(settings))
     return checks
 
 
@@ -114,23 +104,3 @@ async def _ping(client: ModelClient, role: Role, model: str, env: str) -> Check:
         needs = "JSON answers and images" if role == "vision" else "JSON answers"
         return Check(f"{role} call", "fail", exc.reason, f"check that {env} is a model with {needs}")
     return Check(f"{role} call", "ok", "structured answer validated")
-
-
-async def _slack(settings: Settings) -> Check:
-    token = settings.slack_bot_token
-    if token is None:
-        return Check("slack", "skip", "SLACK_BOT_TOKEN is not set")
-    url = settings.slack_api_url.rstrip("/") + "/auth.test"
-    headers = {"Authorization": f"Bearer {token.get_secret_value()}"}
-    try:
-        async with (
-            aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=15)) as http,
-            http.post(url, headers=headers) as resp,
-        ):
-            body = await resp.json(content_type=None)
-    except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
-        return Check("slack", "fail", f"auth.test: {type(exc).__name__}", "check CRASHCART_SLACK_API_URL")
-    if not isinstance(body, dict) or not body.get("ok"):
-        error = body.get("error") if isinstance(body, dict) else "no JSON"
-        return Check("slack", "fail", f"auth.test: {error}", "check SLACK_BOT_TOKEN")
-    return Check("slack", "ok", f"auth.test: team {body.get('team', '?')}, bot {body.get('user', '?')}")

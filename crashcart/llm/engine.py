@@ -1,4 +1,4 @@
-"""The LLM engine as the pipeline sees it: ``scan`` adds model findings, ``reduce`` writes the diagnosis.
+"""The LLM engine (``crashcart.engine.Engine``): ``find`` adds model findings, ``reduce`` writes the diagnosis.
 
 Both degrade instead of failing: a chunk without a usable answer is a recorded scan failure, a budget
 that runs out makes the run partial, and an endpoint that stays down (or a reduce answer our rules
@@ -7,10 +7,10 @@ reject) leaves the deterministic diagnosis in place with a note saying so.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
+from typing import Any
 
 from crashcart.errors import BudgetExhausted, ModelCallFailed
-from crashcart.group import group_findings
 from crashcart.ingest.bundle import Bundle
 from crashcart.llm.client import AnswerCache, ModelClient
 from crashcart.llm.prompts import prompt_version
@@ -19,9 +19,7 @@ from crashcart.llm.swarm import SwarmResult, run_swarm
 from crashcart.llm.vision import VisionResult, read_dashboards
 from crashcart.llm.windows import build_windows, chunk_windows, occurrences
 from crashcart.locate.topology import attribute
-from crashcart.models import Diagnosis, DocLLMStats, Finding, Group, Topology
-from crashcart.reduce.causal import RankLast
-from crashcart.reduce.offline import reduce_offline
+from crashcart.models import Diagnosis, DocLLMStats, Finding, Group, RankLast, Topology
 from crashcart.settings import LlmSettings
 from crashcart.text.redact import POLICY_VERSION
 
@@ -50,7 +48,7 @@ class LlmEngine:
     async def close(self) -> None:
         await self.client.close()
 
-    async def scan(
+    async def find(
         self, bundle: Bundle, findings: list[Finding], last: dict[int, RankLast], topo: Topology
     ) -> list[Finding]:
         """Model findings to add to the rule findings (attributed to rank/node/GPU like them)."""
@@ -69,13 +67,25 @@ class LlmEngine:
         return attribute(s.findings, topo)
 
     async def reduce(
-        self, groups: list[Group], findings: list[Finding], topo: Topology, last: dict[int, RankLast]
+        self,
+        groups: list[Group],
+        findings: list[Finding],
+        topo: Topology,
+        last: dict[int, RankLast],
+        offline: Diagnosis,
     ) -> Diagnosis:
-        """The reduce model's diagnosis over every group; the deterministic one (from rule findings only, so
-        a model finding never sways it) is its hint and the answer whenever the model's cannot be used."""
-        rules = [f for f in findings if f.source != "llm"]
-        rule_groups = groups if len(rules) == len(findings) else group_findings(rules)
-        offline = reduce_offline(rule_groups, rules, topo, last)
+        """The reduce model's diagnosis over every group, with the engine's notes and partial flag; the
+        deterministic one (from rule findings only, so a model finding never sways it) is its hint and the
+        answer whenever the model's cannot be used."""
+        diagnosis = await self._reduce(groups, findings, topo, offline)
+        return diagnosis.model_copy(update={"reasoning": [*self.notes, *diagnosis.reasoning], "partial": self.partial})
+
+    def calls(self) -> list[dict[str, Any]]:
+        return [asdict(c) for c in self.client.ledger.calls]
+
+    async def _reduce(
+        self, groups: list[Group], findings: list[Finding], topo: Topology, offline: Diagnosis
+    ) -> Diagnosis:
         if self.client.unavailable:
             self.notes.append("the model endpoint was unavailable; the deterministic engine answered")
             return offline

@@ -15,8 +15,7 @@ import hashlib
 from dataclasses import dataclass, field
 
 from crashcart.ingest.bundle import Bundle
-from crashcart.models import Finding
-from crashcart.reduce.causal import RankLast
+from crashcart.models import Finding, RankLast
 from crashcart.text import prefix
 from crashcart.text.mask import template
 from crashcart.text.redact import redact_text

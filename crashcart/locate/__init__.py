@@ -1,1 +1,23 @@
-"""(docstring to write)"""
+"""Locate: who is who and where each rank stopped.
+
+``locate`` infers the job's topology (rank -> node -> GPU) from the logs and the optional manifest
+(``topology``), attributes every finding to its rank, node and GPU, and finds each rank's last line
+(``last``). Input: the bundle and the scan result. Output: topology, attributed findings, last lines.
+"""
+
+from __future__ import annotations
+
+from crashcart.ingest.bundle import Bundle
+from crashcart.locate.last import last_lines
+from crashcart.locate.topology import attribute, infer_topology
+from crashcart.models import Finding, RankLast, Topology
+from crashcart.scan.run import ScanResult
+
+__all__ = ["attribute", "infer_topology", "last_lines", "locate"]
+
+
+def locate(bundle: Bundle, scanned: ScanResult) -> tuple[Topology, list[Finding], dict[int, RankLast]]:
+    """Topology from the logs, findings attributed to rank/node/GPU, and each rank's last line."""
+    topo = infer_topology(bundle.files, scanned.findings, bundle.manifest)
+    findings = attribute(scanned.findings, topo)
+    return topo, findings, last_lines(bundle, scanned, findings)

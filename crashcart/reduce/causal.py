@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from crashcart.catalogue import load_catalogue
-from crashcart.models import Evidence, Finding, Group, Topology
+from crashcart.models import Finding, Group, RankLast, Topology
 
 SEVERITY_WEIGHT = {"P0": 50.0, "P1": 38.0, "P2": 38.0, "P3": 32.0, "info": 8.0}
 GENERIC_WEIGHT = {"unknown": 8.0, "python_exception_rank_crash": 34.0}
@@ -36,14 +36,6 @@ RECOVERED_CAP = 15.0
 HARDWARE_WINDOW = timedelta(minutes=30)
 SLACK = timedelta(seconds=10)  # a root and the first symptoms often share a second
 INHERITED_SLACK = timedelta(minutes=2)  # a time taken from an earlier line is only a lower bound
-
-
-@dataclass
-class RankLast:
-    """The last line a rank wrote, and the last time it showed."""
-
-    evidence: Evidence | None
-    time: datetime | None
 
 
 @dataclass
@@ -71,6 +63,11 @@ class Candidate:
     reasons: list[str] = field(default_factory=list)
     penalties: list[str] = field(default_factory=list)
     lead: Finding | None = None  # the finding that speaks for the candidate, when not simply the first
+    class_severity: str = field(init=False)  # the taxonomy's severity of the class (facts speak for the class)
+
+    def __post_init__(self) -> None:
+        info = load_catalogue().classes.get(self.class_id)
+        self.class_severity = info.severity if info is not None else "info"
 
     @property
     def first(self) -> Finding:
@@ -97,8 +94,7 @@ class Candidate:
     def severity(self) -> str:
         if self.first.role != "context":
             return self.first.severity
-        info = load_catalogue().classes.get(self.class_id)  # facts (a version table) speak for the class
-        return info.severity if info is not None else "info"
+        return self.class_severity
 
     @property
     def generic(self) -> bool:

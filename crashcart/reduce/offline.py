@@ -19,6 +19,7 @@ from crashcart.models import (
     Finding,
     Group,
     Hypothesis,
+    RankLast,
     TimelineEntry,
     Topology,
 )
@@ -26,7 +27,6 @@ from crashcart.reduce.causal import (
     INHERITED_SLACK,
     Candidate,
     Picture,
-    RankLast,
     candidates,
     hardware_first,
     own_time,

@@ -19,7 +19,8 @@ from typing import Literal
 
 from crashcart.catalogue import load_catalogue
 from crashcart.ingest.bundle import SCANNED_KINDS, Bundle, LineIndex, canonical_line, may_be_scanned, open_bundle
-from crashcart.ingest.extract import DirectFile, Member
+from crashcart.ingest.direct import DirectFile
+from crashcart.ingest.extract import Member
 from crashcart.models import Finding, SkippedFile
 from crashcart.scan import telemetry
 from crashcart.scan.findings import IdSource, build_findings
@@ -61,7 +62,7 @@ def open_scanning(
     """``open_bundle``, scanning every file while the bundle is opened; pass the pool on to ``scan``.
 
     An archive's members are scanned from memory as they are decompressed, on the pool's threads, which
-    also write them to the work directory (around the page cache: ``extract.DirectFile``); a directory's
+    also write them to the work directory (around the page cache: ``ingest.direct.DirectFile``); a directory's
     files are scanned while they are classified. Closing the bundle stops the pool."""
     pool = ScanPool(settings, limits.max_line_bytes, extra_threads=WRITE_THREADS)
     try:
