@@ -282,11 +282,8 @@ def _eval(args: argparse.Namespace, settings: Settings, err: Console) -> int:
             table.add_row(r.case, r.expected, got, culprit, yes[r.line_hit], yes[r.citations_ok], f"{r.seconds:.2f}")
         console.print(table)
         s = evaluate.summary(results)
-        console.print(
-            f"{s['passed']}/{s['cases']} passed; class accuracy {s['class_accuracy']:.0%}, culprit "
-            f"{s['culprit_accuracy']:.0%}, root-cause line hit {s['line_hit_rate']:.0%}, citations valid "
-            f"{s['citation_validity']:.0%}"
-        )
+        for line in evaluate.summary_lines(results):
+            console.print(line, markup=False)
         if settings.engine == "llm":
             llm = s["llm"]
             states = ", ".join(f"{k} {v}" for k, v in sorted(llm["status"].items()))
