@@ -451,7 +451,7 @@ INCIDENT_LINES = [
         "Nov 30 02:13:07 gpu-node-017 kernel: NVRM: Xid (PCI:0000:3b:00): 79, pid=0, GPU has fallen off the bus.",
         "kernel.xid",
     ),
-    ("[rank27]: RuntimeError: CUDA error: unknown error", "cuda.kernel_fault_device"),
+    ("[rank27]: RuntimeError: CUDA error: unknown error", "cuda.device_fault"),
     (
         "[rank12]:[E1130 02:23:07.1 ProcessGroupNCCL.cpp:1537] [PG 0 (default_pg) Rank 12] Process group watchdog thread terminated with exception: CUDA error: uncorrectable ECC error encountered",
         "cuda.ecc_uncorrectable",

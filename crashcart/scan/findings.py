@@ -15,6 +15,7 @@ from datetime import datetime, timedelta
 from crashcart.catalogue import Catalogue, Signature
 from crashcart.ingest.bundle import Bundle, canonical_line
 from crashcart.models import BundleFile, Evidence, Finding
+from crashcart.scan import followups
 from crashcart.scan.reader import FileScan
 from crashcart.text import clock, prefix
 from crashcart.text.gpuid import canonical_pci
@@ -103,7 +104,11 @@ def build_findings(
         elif s.block == "torchrun_summary":
             fields = {**_torchrun_block(bundle, bf.path, line), **fields}
         findings.append(_make_finding(cat, s, sig, bf, text, fields, evidence, ctx, ids, inherit))
-    return findings, note
+
+    def make(sig: int, text: str, ev: list[Evidence], fields: dict[str, str]) -> Finding:  # for followups
+        return _make_finding(cat, cat.signatures[sig], sig, bf, text, fields, ev, ctx, ids, inherit)
+
+    return followups.refine(cat, bundle, bf, findings, make, ids.evidence_id), note
 
 
 class _Inheritor:

@@ -1,0 +1,240 @@
+"""Scan stage, second look at one file's findings: what a single matched line cannot say alone.
+
+Input: the findings ``build_findings`` made for one file, the catalogue and the bundle (to read lines back).
+Output: the same findings, refined, plus any new ones, in line order. Pure apart from reading bundle lines.
+
+- ``Last error:`` stitching. PyTorch's c10d prints NCCL's ``ncclGetLastError`` text after its own line
+  (``NCCL error in: ...``, ``ncclUnhandledCudaError: ...``, then ``Last error:`` and the detail, on the same or
+  the next line; torch/csrc/distributed/c10d/NCCLUtils). The detail is the real clue: it joins the finding, and
+  when the catalogue knows it as a more specific cause, the finding takes that class.
+- Xid chains (NVRM, open-gpu-kernel-modules ``krcReportXid``): an Xid line ending ``caused by previous Xid N``
+  is a consequence and promotes the earlier Xid N on that GPU; the summary Xid 154 (``GPU recovery action
+  changed ... to 0x1 (GPU Reset Required)``) is a fallback root, carrying its PCI id, when no other Xid on that
+  GPU is a root candidate.
+- Loss-scale trends (fp16 dynamic loss scaling: DeepSpeed ``OVERFLOW! ... Attempted loss scale``, apex/Megatron
+  ``Gradient overflow. Skipping step``): a scale halving step after step down to its floor, or overflow skips
+  running to the end of the log, make ``fp16_loss_scale_overflow`` a root, not an info line.
+- Wrapped lines: ``crashcart.scan.wrapped``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections import defaultdict
+from collections.abc import Callable
+
+from crashcart.catalogue import Catalogue
+from crashcart.ingest.bundle import Bundle
+from crashcart.models import BundleFile, Evidence, Finding
+from crashcart.scan import wrapped
+from crashcart.scan.wrapped import Maker
+from crashcart.text import prefix
+
+_LAST_ERROR = re.compile(r"\bLast error:\s*(?P<rest>.*)$")
+_LOOK_AHEAD = 3  # "Last error:" follows the error line within this many lines
+_MIN_DETAIL_PRIORITY = 55
+_CAUSED_BY = re.compile(r"caused by previous Xid (?P<xid>\d+)", re.IGNORECASE)
+_RECOVERY = re.compile(r"recovery action changed from .* to 0x[0-9a-fA-F]+ \((?P<action>[^)]*)\)")
+_SCALE_KEYS = ("loss_scale", "attempted", "reduced")
+_SKIP_SIGNATURE = "fp16.overflow_skip"
+_FLOOR_SIGNATURE = "fp16.min_loss_scale"
+_MIN_TREND = 4  # overflow skips that make a trend
+_END_SLACK = 3  # a skip among the last lines of the log
+
+
+def refine(
+    cat: Catalogue,
+    bundle: Bundle,
+    bf: BundleFile,
+    findings: list[Finding],
+    make: Maker,
+    evidence_id: Callable[[], str],
+) -> list[Finding]:
+    """Stitch, chain and trend the findings of one file; add wrapped-line findings.
+
+    ``make(signature index, head line text, evidence, fields)`` builds a numbered finding the way the scanner
+    does; ``evidence_id()`` numbers an extra evidence span."""
+    out = [_stitch_last_error(cat, bundle, bf, f, evidence_id) for f in findings]
+    out = _xid_chains(cat, out)
+    out.extend(_loss_scale_trend(cat, bundle, bf, out, make))
+    out = wrapped.add_wrapped(cat, bundle, bf, out, make)
+    return sorted(out, key=lambda f: f.evidence[0].line)
+
+
+# --- Last error ----------------------------------------------------------------------------------
+
+
+def _stitch_last_error(
+    cat: Catalogue, bundle: Bundle, bf: BundleFile, f: Finding, evidence_id: Callable[[], str]
+) -> Finding:
+    if f.role == "context" or f.source != "rule" or f.evidence[0].end_line is not None:
+        return f
+    if not (f.signature.startswith(("nccl.", "cuda.", "generic.")) or "NCCL" in f.evidence[0].text):
+        return f
+    head = f.evidence[0]
+    lines = bundle.read_lines(bf.path, head.line, head.line + _LOOK_AHEAD + 2)
+    if not lines:
+        return f
+    want = prefix.view(lines[0]).rank
+    detail: str | None = None
+    detail_at = 0
+    for offset, text in enumerate(lines[: _LOOK_AHEAD + 1]):
+        view = prefix.view(text)
+        if view.rank != want:
+            continue
+        m = _LAST_ERROR.search(view.rest)
+        if m is None:
+            continue
+        if m.group("rest").strip():
+            detail, detail_at = m.group("rest").strip(), offset
+        else:
+            for later, nxt in enumerate(lines[offset + 1 :], start=offset + 1):
+                body = prefix.view(nxt).rest.strip()
+                if body:
+                    detail, detail_at = body, later
+                    break
+        break
+    if detail is None:
+        return f
+    fields = {**f.fields, "last_error": detail[:300]}
+    evidence = list(f.evidence)
+    if detail_at > 0:
+        span = lines[: detail_at + 1]
+        end = head.line + detail_at
+        evidence.append(Evidence(id=evidence_id(), file=head.file, line=head.line, end_line=end, text="\n".join(span)))
+    best = _best_signature(cat, detail)
+    if best is not None and cat.signatures[best].class_id not in {f.class_id, "unknown", "context"}:
+        s = cat.signatures[best]
+        detail_fields = cat.extract(best, detail) or {}
+        return f.model_copy(
+            update={
+                "class_id": s.class_id,
+                "role": s.role,
+                "severity": s.severity,
+                "summary": f"{cat.summarize(best, detail_fields)} (NCCL's last error behind: {f.summary})",
+                "fields": {**fields, "_last_error_signature": s.id},
+                "evidence": evidence,
+            }
+        )
+    return f.model_copy(
+        update={"summary": f"{f.summary}; last error: {detail[:200]}", "fields": fields, "evidence": evidence}
+    )
+
+
+def _best_signature(cat: Catalogue, text: str) -> int | None:
+    """The most specific failure signature matching ``text`` (no context, generic or block signatures)."""
+    best: int | None = None
+    for i, s in enumerate(cat.signatures):
+        if s.role == "context" or s.block or s.id.startswith("generic.") or s.class_id in {"xid", "sxid"}:
+            continue
+        if s.priority < _MIN_DETAIL_PRIORITY or (best is not None and s.priority <= cat.signatures[best].priority):
+            continue
+        if cat.regex(i).search(text):
+            best = i
+    return best
+
+
+# --- Xid chains ----------------------------------------------------------------------------------
+
+
+def _xid_chains(cat: Catalogue, findings: list[Finding]) -> list[Finding]:
+    xids = [(i, f) for i, f in enumerate(findings) if f.signature == "kernel.xid" and f.fields.get("xid")]
+    if not xids:
+        return findings
+    out = list(findings)
+    by_gpu: dict[str | None, list[int]] = defaultdict(list)
+    for i, f in xids:
+        by_gpu[f.gpu].append(i)
+    for gpu, idxs in by_gpu.items():
+        for i in idxs:
+            f = out[i]
+            m = _CAUSED_BY.search(f.evidence[0].text)
+            if m is None:
+                continue
+            if f.role != "context":
+                out[i] = f.model_copy(update={"role": "cascade", "fields": {**f.fields, "_caused_by_xid": m["xid"]}})
+            cause = next(
+                (
+                    j
+                    for j in idxs
+                    if out[j].fields.get("xid") == m["xid"] and not _CAUSED_BY.search(out[j].evidence[0].text)
+                ),
+                None,
+            )
+            if cause is None or "_promoted" in out[cause].fields:
+                continue
+            c = out[cause]
+            info = cat.classes.get(c.class_id)
+            role = "root_candidate" if info is not None and info.hardware else "confirmation"
+            if c.role in {"teardown", "context", "cascade"} or (role == "root_candidate" and c.role != role):
+                out[cause] = c.model_copy(
+                    update={"role": role, "fields": {**c.fields, "_promoted": f"later Xids on GPU {gpu} cite it"}}
+                )
+        roots = [i for i in idxs if out[i].role == "root_candidate"]
+        if roots:
+            continue
+        for i in idxs:
+            f = out[i]
+            rec = _RECOVERY.search(f.evidence[0].text)
+            if f.fields.get("xid") == "154" and rec is not None and rec["action"].strip().lower() != "none":
+                out[i] = f.model_copy(
+                    update={
+                        "role": "root_candidate",
+                        "severity": "P1",
+                        "fields": {**f.fields, "_fallback": "summary Xid: no other Xid names a cause on this GPU"},
+                    }
+                )
+                break
+    return out
+
+
+# --- loss scale ----------------------------------------------------------------------------------
+
+
+def _scale(f: Finding) -> float | None:
+    for key in _SCALE_KEYS:
+        value = f.fields.get(key)
+        if value:
+            try:
+                return float(value)
+            except ValueError:
+                return None
+    return None
+
+
+def _loss_scale_trend(
+    cat: Catalogue, bundle: Bundle, bf: BundleFile, findings: list[Finding], make: Maker
+) -> list[Finding]:
+    skips = [f for f in findings if f.signature == _SKIP_SIGNATURE]
+    if len(skips) < 3 or any(f.signature == _FLOOR_SIGNATURE for f in findings):
+        return []
+    per_rank: dict[int | None, list[Finding]] = defaultdict(list)
+    for f in skips:
+        per_rank[f.rank].append(f)
+    out: list[Finding] = []
+    for run in per_rank.values():
+        scales = [s for f in run if (s := _scale(f)) is not None]
+        halving = (
+            len(scales) >= _MIN_TREND
+            and all(b <= a for a, b in itertools.pairwise(scales))
+            and sum(b < a for a, b in itertools.pairwise(scales)) >= _MIN_TREND - 1
+            and scales[-1] <= 1.0
+        )
+        last = run[-1].evidence[0].line
+        tail = bundle.read_lines(bf.path, last + 1, last + 50)
+        at_end = len(run) >= 3 and sum(1 for t in tail if t.strip()) <= _END_SLACK - 1 and len(tail) < 50
+        if not (halving or at_end):
+            continue
+        why = (
+            f"loss scale fell from {scales[0]:g} to {scales[-1]:g} over {len(run)} overflow skips"
+            if halving
+            else f"{len(run)} overflow skips, the last at the end of the log"
+        )
+        first, final = run[0], run[-1]
+        cited = (final.evidence[0], first.evidence[0]) if first is not final else (final.evidence[0],)
+        evidence = [Evidence(id="", file=e.file, line=e.line, text=e.text) for e in cited]
+        fields = {**final.fields, "_trend": why}
+        made = make(cat.index[_FLOOR_SIGNATURE], final.evidence[0].text, evidence, fields)
+        out.append(made.model_copy(update={"summary": f"fp16 loss scaling collapsed: {why}"}))
+    return out
