@@ -10,10 +10,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
+import shutil
 import sys
+import textwrap
 import traceback
+from difflib import get_close_matches
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from pydantic import ValidationError
 from rich.console import Console
@@ -31,53 +35,142 @@ if TYPE_CHECKING:
 PROGRESS_MIN_BYTES = 64 * 1024 * 1024
 
 
+PIPED_WIDTH = 100  # columns when stdout is a pipe or a file and COLUMNS is not set
+
+
 def _stdout() -> Console:
-    """stdout; when it is a pipe or file, wide enough that ids and paths are never folded."""
+    """stdout in the terminal's width (or ``COLUMNS``); a pipe or a file gets ``PIPED_WIDTH`` columns."""
     console = Console(highlight=False)
-    return console if console.is_terminal else Console(width=200, highlight=False)
+    if console.is_terminal:
+        return console
+    return Console(width=shutil.get_terminal_size((PIPED_WIDTH, 24)).columns, highlight=False)
 
 
-def _parser(plugins: list[Plugin]) -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="crashcart", description="Find and prove why a GPU training job died.")
-    sub = p.add_subparsers(dest="command", required=True)
-    d = sub.add_parser("diagnose", help="diagnose an incident bundle (dir, .tar, .tar.gz, .zip or a log file)")
-    d.add_argument("bundle", type=Path)
-    d.add_argument("--engine", choices=["offline", "llm"], default=None)
+class UsageError(Exception):
+    """A command line that cannot run: exit 2 with this one line."""
+
+
+class _Help(argparse.RawDescriptionHelpFormatter):
+    """Each option's help ends with its default, when it has one worth showing; the epilog keeps its lines."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        shown = action.default is not None and action.default is not False and action.default != argparse.SUPPRESS
+        if shown and "%(default)" not in text and action.option_strings:
+            text += " (default: %(default)s)"
+        return text
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line that says what to fix (and where to read more), exit 2."""
+
+    def error(self, message: str) -> NoReturn:
+        _fail(f"{self.prog}: {message} (see {self.prog} --help)")
+        raise SystemExit(2)
+
+
+def _count(text: str) -> int:
+    """A whole number of at least 1 (argparse type)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be 1 or more, not {value}")
+    return value
+
+
+def _seed(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, not {value}")
+    return value
+
+
+def _synth_help() -> tuple[list[str], list[str], str]:
+    from crashcart.synth import CLASSES, LAYOUTS
+
+    text = "\n".join(
+        [
+            *textwrap.wrap(f"CLASS is one of: {', '.join(CLASSES)}.", 78, break_on_hyphens=False),
+            "",
+            *textwrap.wrap(
+                f"LAYOUT is one of: {', '.join(LAYOUTS)} (default: one the class can use, picked by the seed).", 78
+            ),
+        ]
+    )
+    return list(CLASSES), list(LAYOUTS), text
+
+
+def _parser(plugins: list[Plugin], *, synth: bool = False) -> argparse.ArgumentParser:
+    fmt = _Help
+    p = _Parser(prog="crashcart", description="Find and prove why a GPU training job died.", formatter_class=fmt)
+    sub: argparse._SubParsersAction[argparse.ArgumentParser]
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Parser)
+
+    def cmd(name: str, help: str, **kw: Any) -> argparse.ArgumentParser:
+        return sub.add_parser(name, help=help, description=help[:1].upper() + help[1:] + ".", formatter_class=fmt, **kw)
+
+    engine_help = "offline (deterministic, no network) or llm (default: CRASHCART_ENGINE, else offline)"
+    d = cmd("diagnose", "diagnose an incident bundle (dir, .tar, .tar.gz, .zip or a log file)")
+    d.add_argument("bundle", type=Path, metavar="BUNDLE", help="the bundle: a directory, an archive or one log file")
+    d.add_argument("--engine", choices=["offline", "llm"], default=None, help=engine_help)
     d.add_argument("--json", action="store_true", help="print diagnosis.json on stdout and nothing else")
-    d.add_argument("--out", type=Path, help="write diagnosis.json (and reports) into this directory")
-    d.add_argument("--job-id", help="the scheduler's job id, if the bundle does not say")
+    d.add_argument(
+        "--out",
+        type=Path,
+        metavar="DIR",
+        help="write diagnosis.json, postmortem.md, runbook.md, runbook.json and timeline.png into DIR",
+    )
+    d.add_argument("--job-id", metavar="ID", help="the scheduler's job id, if the bundle does not say")
     d.add_argument("--no-store", action="store_true", help="do not record the run in the database")
-    ls = sub.add_parser("list", help="recent incidents")
-    ls.add_argument("--limit", type=int, default=20)
-    sh = sub.add_parser("show", help="show a stored incident")
-    sh.add_argument("id")
-    sh.add_argument("--json", action="store_true")
-    se = sub.add_parser("search", help="full-text search over stored incidents")
-    se.add_argument("text")
-    ev = sub.add_parser("eval", help="diagnose labelled bundles (with expected.json) and score the answers")
-    ev.add_argument("dirs", nargs="*", type=Path, default=[Path("incidents")])
-    ev.add_argument("--engine", choices=["offline", "llm"], default=None)
-    ev.add_argument("--json", action="store_true")
-    rb = sub.add_parser("runbook", help="show the dry-run runbook of an incident and its approval trail")
-    rb.add_argument("id")
-    rb.add_argument("--json", action="store_true")
-    ap = sub.add_parser("approve", help="approve an incident's runbook (CrashCart never executes it)")
-    ap.add_argument("id")
-    ap.add_argument("--as", dest="user", required=True, help="who approves")
-    ap.add_argument("--plan", help="the plan hash you reviewed; refused if the plan changed since")
-    rj = sub.add_parser("reject", help="reject an incident's runbook")
-    rj.add_argument("id")
-    rj.add_argument("--as", dest="user", required=True, help="who rejects")
-    rj.add_argument("--reason", required=True)
-    rj.add_argument("--plan", help="the plan hash you reviewed")
-    sub.add_parser("doctor", help="check the model endpoint, the model ids and Slack auth")
-    sy = sub.add_parser("synth", help="write a synthetic incident bundle of one failure class")
-    sy.add_argument("cls", metavar="CLASS")
-    sy.add_argument("--out", type=Path, required=True)
-    sy.add_argument("--ranks", type=int, default=8)
-    sy.add_argument("--nodes", type=int, default=2)
-    sy.add_argument("--seed", type=int, default=0)
-    sy.add_argument("--layout", default=None)
+    ls = cmd("list", "recent incidents")
+    ls.add_argument("--limit", type=_count, default=20, metavar="N", help="how many to show")
+    sh = cmd("show", "show a stored incident")
+    sh.add_argument("id", metavar="ID", help="an incident id (or its start) from crashcart list")
+    sh.add_argument("--json", action="store_true", help="print its diagnosis.json")
+    se = cmd("search", "full-text search over stored incidents")
+    se.add_argument("text", metavar="TEXT", help="words to find")
+    ev = cmd("eval", "diagnose labelled bundles (with expected.json) and score the answers")
+    ev.add_argument(
+        "dirs",
+        nargs="*",
+        type=Path,
+        default=[Path("incidents")],
+        metavar="DIR",
+        help="where to look (default: incidents)",
+    )
+    ev.add_argument("--engine", choices=["offline", "llm"], default=None, help=engine_help)
+    ev.add_argument("--json", action="store_true", help="print the scores as JSON")
+    rb = cmd("runbook", "show the dry-run runbook of an incident and its approval trail")
+    rb.add_argument("id", metavar="ID", help="an incident id")
+    rb.add_argument("--json", action="store_true", help="print runbook.json")
+    ap = cmd("approve", "approve an incident's runbook (CrashCart never executes it)")
+    ap.add_argument("id", metavar="ID", help="an incident id")
+    ap.add_argument("--as", dest="user", required=True, metavar="USER", help="who approves")
+    ap.add_argument("--plan", metavar="HASH", help="the plan hash you reviewed (crashcart runbook ID shows it)")
+    rj = cmd("reject", "reject an incident's runbook")
+    rj.add_argument("id", metavar="ID", help="an incident id")
+    rj.add_argument("--as", dest="user", required=True, metavar="USER", help="who rejects")
+    rj.add_argument("--reason", required=True, metavar="TEXT", help="why")
+    rj.add_argument("--plan", metavar="HASH", help="the plan hash you reviewed")
+    cmd("doctor", "check the model endpoint, the model ids and Slack auth (the offline engine needs none of them)")
+    classes, layouts, epilog = _synth_help() if synth else ([], [], "")
+    sy = cmd(
+        "synth",
+        "write a synthetic incident bundle of one failure class",
+        epilog=epilog or None,
+    )
+    sy.add_argument("cls", metavar="CLASS", help="a failure class id (listed below)")
+    sy.add_argument("--out", type=Path, required=True, metavar="DIR", help="a new or empty directory")
+    sy.add_argument("--ranks", type=_count, default=8, metavar="N", help="ranks in the job")
+    sy.add_argument("--nodes", type=_count, default=2, metavar="M", help="nodes in the job")
+    sy.add_argument("--seed", type=_seed, default=0, metavar="S", help="random seed (same seed, same bytes)")
+    sy.add_argument("--layout", default=None, metavar="LAYOUT", help="bundle layout (listed below)")
+    sy.set_defaults(classes=classes, layouts=layouts)
     for plugin in plugins:
         plugin.add_commands(sub)
     return p
@@ -85,7 +178,11 @@ def _parser(plugins: list[Plugin]) -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     plugins = load_plugins()
-    args = _parser(plugins).parse_args(argv)
+    words = sys.argv[1:] if argv is None else argv
+    try:
+        args = _parser(plugins, synth="synth" in words).parse_args(argv)
+    except SystemExit as exc:  # --help (0) or a usage error, already reported in one line (2)
+        return exc.code if isinstance(exc.code, int) else 2
     err = Console(stderr=True, highlight=False)
     try:
         owner = next((p for p in plugins if args.command in p.commands), None)
@@ -103,6 +200,13 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except ConfigError as exc:
         _fail(f"configuration: {exc.detail}")
+        return 2
+    except UsageError as exc:
+        _fail(f"crashcart {args.command}: {exc}")
+        return 2
+    except OSError as exc:  # a path the user named cannot be read or written
+        where = f": {exc.filename}" if exc.filename else ""
+        _fail(f"crashcart {args.command}: {exc.strerror or type(exc).__name__}{where}")
         return 2
     except CrashCartError as exc:
         stage = f" during {exc.stage}" if exc.stage else ""
@@ -128,23 +232,24 @@ def _settings(cls: type[Settings] = Settings) -> Settings:
 
 
 def _fail(message: str) -> None:
-    """One line on stderr, never wrapped, so scripts and people read the same thing."""
-    sys.stderr.write(" ".join(message.split()) + "\n")
+    """One line on stderr, never wrapped, so scripts and people read the same thing (any bytes the
+    terminal cannot show, such as a non-UTF-8 file name, are written as escapes)."""
+    line = " ".join(message.split()) + "\n"
+    sys.stderr.write(line.encode("utf-8", "backslashreplace").decode("utf-8"))
+    sys.stderr.flush()
 
 
 def _run(args: argparse.Namespace, settings: Settings, err: Console) -> int:
     if args.command == "synth":
-        from crashcart.synth import synthesize
-
-        synthesize(args.cls, args.out, ranks=args.ranks, nodes=args.nodes, seed=args.seed, layout=args.layout)
-        err.print(f"wrote {args.cls} incident to {args.out}")
-        return 0
+        return _synth(args, err)
     if getattr(args, "engine", None):
         settings = settings.model_copy(update={"engine": args.engine})
     if settings.engine == "llm":
         _check_llm(settings)
     if args.command == "eval":
         return _eval(args, settings, err)
+    if args.command == "diagnose":
+        _check_out(args.out)
     if args.command == "diagnose" and args.no_store:
         return _diagnose(args, settings, None, err)
     from crashcart.store import Store
@@ -173,6 +278,38 @@ def _run(args: argparse.Namespace, settings: Settings, err: Console) -> int:
     finally:
         store.close()
     return 1
+
+
+def _synth(args: argparse.Namespace, err: Console) -> int:
+    from crashcart.synth import synthesize
+
+    if args.cls not in args.classes:
+        near = get_close_matches(args.cls.replace("-", "_"), args.classes, n=1, cutoff=0.5)
+        hint = f"did you mean {near[0]}? " if near else ""
+        raise UsageError(f"unknown class {args.cls!r}; {hint}valid classes: {', '.join(args.classes)}")
+    if args.layout is not None and args.layout not in args.layouts:
+        raise UsageError(f"unknown layout {args.layout!r}; valid layouts: {', '.join(args.layouts)}")
+    if args.out.exists() and not args.out.is_dir():
+        raise UsageError(f"--out {args.out} is a file; give a new or empty directory")
+    if args.out.is_dir() and any(args.out.iterdir()):
+        raise UsageError(f"--out {args.out} is not empty; give a new or empty directory")
+    try:
+        synthesize(args.cls, args.out, ranks=args.ranks, nodes=args.nodes, seed=args.seed, layout=args.layout)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    err.print(f"wrote a {args.cls} incident ({args.ranks} ranks on {args.nodes} nodes) to {args.out}", markup=False)
+    return 0
+
+
+def _check_out(out: Path | None) -> None:
+    """``--out`` must be a directory we can write, or a path where one can be made."""
+    if out is None:
+        return
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"--out {out} is a file; give a directory (it is created if missing)")
+    parent = next((p for p in [out, *out.parents] if p.exists()), Path("."))
+    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+        raise UsageError(f"--out {out}: cannot write in {parent}; give a directory you can write to")
 
 
 def _diagnose(args: argparse.Namespace, settings: Settings, store: Store | None, err: Console) -> int:
@@ -217,12 +354,13 @@ def _diagnose(args: argparse.Namespace, settings: Settings, store: Store | None,
             bar.stop()
     doc = outcome.document
     payload = doc.model_dump(mode="json", by_alias=True)
-    if args.out:
-        _write_reports(args.out, outcome, store)
+    written = _write_reports(args.out, outcome, store) if args.out else []
     if args.json:
         sys.stdout.write(json.dumps(payload, ensure_ascii=False) + "\n")
     else:
         render(doc, _stdout())
+    if written:
+        err.print(f"wrote {', '.join(p.name for p in written)} to {args.out.resolve()}", markup=False)
     return 0
 
 
@@ -296,7 +434,7 @@ def _eval(args: argparse.Namespace, settings: Settings, err: Console) -> int:
     return 0 if all(r.passed for r in results) else 1
 
 
-def _write_reports(out: Path, outcome: Outcome, store: Store | None) -> None:
+def _write_reports(out: Path, outcome: Outcome, store: Store | None) -> list[Path]:
     """diagnosis.json, postmortem.md, runbook.md, runbook.json and timeline.png into ``out``."""
     from crashcart.report.postmortem import render_postmortem
     from crashcart.report.timeline import render_timeline
@@ -313,6 +451,8 @@ def _write_reports(out: Path, outcome: Outcome, store: Store | None) -> None:
     plan = runbook_json(doc, doc.runbook, record=record)
     (out / "runbook.json").write_text(json.dumps(plan, indent=2, ensure_ascii=False) + "\n")
     render_timeline(doc, out / "timeline.png", series=outcome.series)
+    names = ("diagnosis.json", "postmortem.md", "runbook.md", "runbook.json", "timeline.png")
+    return [out / n for n in names]
 
 
 def _runbook(args: argparse.Namespace, settings: Settings, store: Store) -> int:

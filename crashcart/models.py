@@ -209,6 +209,12 @@ class ScanStats(_Frozen):
 SCHEMA = "crashcart.diagnosis/v1"
 
 
+ReportKind = Literal["contributing", "symptom", "teardown", "benign"]
+# where a time in the document came from: its own line, an earlier line (inherited), an earlier line plus the
+# watchdog's ran_ms (estimated), or nowhere; ``time_trusted`` says whether the report stands behind it
+TimeSource = Literal["line", "inherited", "estimated", "none"]
+
+
 class _Doc(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
 
@@ -236,12 +242,15 @@ class DocRootCause(_Doc):
     confidence: float
     citations: list[DocCitation]
     severity: str | None = None
+    time_source: TimeSource = "line"
+    time_trusted: bool = True
 
 
 class DocContributing(_Doc):
     class_: str = Field(alias="class")
     summary: str
     citations: list[DocCitation]
+    kind: ReportKind = "contributing"  # what the report reads it as (contributing, symptom, teardown, benign)
 
 
 class DocSymptom(_Doc):
@@ -251,8 +260,10 @@ class DocSymptom(_Doc):
     ranks: list[int]
     citations: list[DocCitation]
     nodes: list[str] = Field(default_factory=list)
-    first_time: str | None = None
+    first_time: str | None = None  # from lines with a clock of their own (never a time inherited from above)
     last_time: str | None = None
+    kind: ReportKind = "symptom"
+    untimed: int = 0  # lines of this group with no clock of their own
 
 
 class DocHypothesis(_Doc):
@@ -268,6 +279,26 @@ class DocTimelineEntry(_Doc):
     text: str
     role: str
     class_: str | None = Field(default=None, alias="class")
+    time_source: TimeSource = "line"
+    time_trusted: bool = True
+
+
+class DocImpact(_Doc):
+    """Impact figures, from lines with a clock of their own only (definitions: README, postmortem).
+
+    ``fault``: the root cause's own line. ``incident_start``: the earliest of the fault and the lines it
+    explains. ``detected``: the first symptom at or after the fault. ``end``: the last failure line.
+    ``gpu_hours_lost``: every GPU of the job from the fault (else detection) to the end."""
+
+    incident_start: str | None = None
+    fault: str | None = None
+    detected: str | None = None
+    end: str | None = None
+    gpus: int | None = None
+    gpu_hours_lost: float | None = None
+    last_progress: str | None = None  # the last training-progress line seen (time)
+    last_step: int | None = None
+    notes: list[str] = Field(default_factory=list)
 
 
 class DocRunbookStep(_Doc):
@@ -338,6 +369,7 @@ class DiagnosisDocument(_Doc):
     topology: dict[str, dict[str, str | int | None]] = Field(default_factory=dict)
     reasoning: list[str] = Field(default_factory=list)
     partial: bool = False
+    impact: DocImpact = Field(default_factory=DocImpact)
 
 
 @dataclass

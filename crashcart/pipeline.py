@@ -116,7 +116,7 @@ async def diagnose(
                     scheduler=bundle.manifest.scheduler if bundle.manifest else None,
                     llm=engine.stats(),
                 )
-                document = build_document(verified, topo, facts)
+                document = build_document(verified, topo, facts, findings, last)
             citations = list(verified.citations.values())
             if store is not None:
                 with _stage("store", t, on_stage):

@@ -14,6 +14,7 @@ from crashcart.report.postmortem import render_postmortem
 from crashcart.runbook.plan import build_runbook
 
 GOLDEN = Path(__file__).parent / "golden" / "postmortem_gpu_fallen_off_bus.md"
+PLUGIN = "gpu-node-016:4003:4003 [0] net.cc:63 NCCL WARN NET/Plugin : Plugin load returned 2 : libnccl-net.so: cannot open shared object file"
 XID = "[1443044.058593] NVRM: Xid (PCI:0000:3b:00): 79, pid=4242, GPU has fallen off the bus."
 
 
@@ -85,6 +86,7 @@ def incident() -> dict[str, Any]:
                 "nodes": ["gpu-node-016", "gpu-node-017"],
                 "first_time": "2026-11-30T02:23:12.000Z",
                 "last_time": "2026-11-30T02:23:12.500Z",
+                "kind": "teardown",
                 "citations": [
                     cite(
                         "logs/gpu-node-016/launcher.log",
@@ -104,6 +106,14 @@ def incident() -> dict[str, Any]:
                 "citations": [
                     cite("logs/gpu-node-016/rank_2.out", 12, "WANDB_API_KEY=0123456789abcdef0123 | `echo` failed")
                 ],
+            },
+            {
+                "class": "unknown",
+                "summary": "8 ranks: NCCL warning: NET/Plugin : Plugin load returned 2 : libnccl-net.so",
+                "count": 8,
+                "ranks": [0, 1, 2, 3, 4, 5, 6, 7],
+                "kind": "benign",
+                "citations": [cite("logs/gpu-node-016/rank_0.out", 4, PLUGIN)],
             },
         ],
         "hypotheses": [
@@ -170,6 +180,16 @@ def incident() -> dict[str, Any]:
             "matcher": "hyperscan",
         },
         "topology": topo,
+        "impact": {
+            "incident_start": "2026-11-30T02:13:07.058Z",
+            "fault": "2026-11-30T02:13:07.058Z",
+            "detected": "2026-11-30T02:13:07.310Z",
+            "end": "2026-11-30T02:23:12.500Z",
+            "gpus": 8,
+            "gpu_hours_lost": 1.35,
+            "last_progress": "2026-11-30T02:12:58.000Z",
+            "last_step": 41200,
+        },
         "reasoning": ["P0 class", "specific to gpu-node-017", "10 min before the first symptom (the NCCL timeout)"],
     }
 
@@ -191,7 +211,9 @@ def test_sections_an_sre_expects() -> None:
         "Impact",
         "Timeline (UTC)",
         "Root cause: GPU fell off the PCIe bus",
-        "Symptoms (explained by the root cause)",
+        "Symptoms: failures the root cause explains",
+        "Teardown: the job shutting down",
+        "Benign: lines that look like errors and are not",
         "Contributing factors",
         "Hypotheses considered",
         "Action items",
@@ -200,11 +222,35 @@ def test_sections_an_sre_expects() -> None:
         "What we will change",
     ]
     assert md.count("*To be filled in by the team.*") >= 3
-    assert "| GPU time lost in the incident | 1.35 GPU-hours (8 GPUs × 10 min 05 s) |" in md
+    assert "| GPU time lost in the incident | 1.35 GPU-hours (all 8 GPUs × 10 min 05 s, fault to end) |" in md
+    assert "| Last training progress seen | step 41,200 at 2026-11-30 02:12:58 UTC |" in md
+    assert "How these figures are defined:" in md and "Detected: the first symptom" in md
     assert "`nodes/gpu-node-017/dmesg.log:1842` ✅ verified" in md
     assert "`logs/gpu-node-017/rank_5.out:3311` ⚠️ **unverified** (text_mismatch)" in md
     assert "- [ ] Drain gpu-node-017 so the scheduler places no new work on it — risk medium, `drain-node`." in md
     assert "dashboards/gpu.png`: image (not analysed by the offline engine)" in md
+
+
+def test_each_group_says_what_it_is_and_benign_lines_are_never_factors() -> None:
+    md = render(incident())
+    factors = md[md.index("## Contributing factors") : md.index("## Hypotheses considered")]
+    assert "libnccl-net.so" not in factors and "ChildFailedError" not in factors
+    benign = md[md.index("## Benign") : md.index("## Contributing factors")]
+    assert "libnccl-net.so" in benign and "Ignore them." in benign
+    teardown = md[md.index("## Teardown") : md.index("## Benign")]
+    assert "torchrun failure summary" in teardown and "not causes" in teardown
+    assert "explained by the root cause)" not in md  # the engine's tail is not repeated under a group that says so
+    assert "- P0 class" not in md and "severity P0: hardware fault" in md
+
+
+def test_a_line_without_its_own_clock_is_not_given_a_time() -> None:
+    data = incident()
+    data["timeline"][2] |= {"time_source": "inherited", "time_trusted": False}
+    md = render(data)
+    row = next(line for line in md.splitlines() if "rank_0.out:2977" in line and line.startswith("| "))
+    assert row.startswith("| (no clock on the line) |")
+    rows = [line for line in md.splitlines() if line.startswith(("| 2026-", "| (no clock"))]
+    assert rows.index(row) > max(i for i, r in enumerate(rows) if r.startswith("| 2026-"))  # listed after the timed
 
 
 def test_secrets_are_not_echoed() -> None:
@@ -224,12 +270,12 @@ def test_log_text_cannot_break_the_markdown() -> None:
 
 def test_what_is_not_in_the_document_is_unknown() -> None:
     data = incident()
-    data |= {"job_id": None, "topology": {}, "timeline": []}
+    data |= {"job_id": None, "topology": {}, "timeline": [], "impact": {}}
     data["root_cause"] |= {"time": None, "culprit": {"node": None, "rank": None, "gpu": None}}
     for s in data["symptoms"]:
         s |= {"first_time": None, "last_time": None}
     md = render(data)
-    for field in ("Job", "Ranks", "GPUs", "Fault (root cause)", "Duration", "Incident start (first event in the logs)"):
+    for field in ("Job", "Ranks", "GPUs", "Fault (root cause)", "Duration (detected to end)", "Incident start"):
         assert f"| {field} | unknown |" in md
     assert "| GPU time lost in the incident | unknown" in md
     assert "None" not in md and "Culprit: not identified" in md
@@ -240,7 +286,7 @@ def test_an_undecided_incident_says_so() -> None:
     data = incident()
     data["root_cause"] |= {"class": "unknown", "confidence": 0.3, "severity": None}
     md = render(data)
-    assert md.startswith("# Postmortem (draft): Unclassified error")
+    assert md.startswith("# Postmortem (draft): Root cause not established")
     assert "could **not** decide a root cause" in md and "Confidence: **low** (30%)" in md
 
 

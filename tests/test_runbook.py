@@ -266,14 +266,15 @@ def test_propose_then_approve_records_who_when_and_which_plan(store: Store) -> N
     assert "approved by U123" in render_runbook_md(make_doc(), rb, record=done)
 
 
-def test_a_changed_plan_cannot_be_approved(store: Store) -> None:
+def test_a_wrong_plan_hash_cannot_approve_and_is_called_wrong(store: Store) -> None:
     runbooks.propose(store, "cc-test", build_runbook(make_doc()))
-    shown = plan_hash(build_runbook(make_doc(node="gpu-node-018")))
-    with pytest.raises(RunbookError, match="plan changed"):
+    shown = plan_hash(build_runbook(make_doc(node="gpu-node-018")))  # never proposed for this incident
+    with pytest.raises(RunbookError, match="is not the hash of this incident's plan") as err:
         runbooks.approve(store, "cc-test", "U123", plan_hash=shown)
+    assert "changed" not in str(err.value.detail) and "crashcart runbook" in str(err.value.detail)
     rec = runbooks.get(store, "cc-test")
     assert rec.state == "proposed"
-    assert rec.trail[-1].event == "refused" and "plan changed" in (rec.trail[-1].detail or "")
+    assert rec.trail[-1].event == "refused" and "not the hash" in (rec.trail[-1].detail or "")
 
 
 def test_approving_twice_or_after_rejection_is_refused(store: Store) -> None:

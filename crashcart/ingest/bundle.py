@@ -320,14 +320,26 @@ def _transcode_utf16(path: Path, work_dir: Path, cleanup: list[Path]) -> Path:
     return target
 
 
-def _looks_binary(head: bytes) -> bool:
+def _binary_reason(head: bytes) -> str | None:
+    """Why the start of a file is binary data and not text (None when it reads as text)."""
     if not head:
-        return False
-    if head.count(b"\x00") > len(head) // 100:
-        return True
+        return None
+    nul = head.count(b"\x00")
+    if nul > len(head) // 100:
+        share = "all" if nul == len(head) else f"{nul * 100 // len(head)}% of"
+        return f"{share} its first {len(head):,} bytes are NUL"
     sample = head[:8192]
     control = len(sample.translate(None, _NOT_CONTROL))  # the control bytes left once the rest is deleted
-    return control > len(sample) * 0.10
+    if control > len(sample) * 0.10:
+        return f"{control * 100 // len(sample)}% of its first {len(sample):,} bytes are control bytes"
+    if control > len(sample) * 0.02:  # random bytes: ~10% control bytes, and never valid UTF-8
+        try:
+            sample.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            if exc.start < len(sample) - 4:  # not just a character cut at the end of the sample
+                pct = control * 100 // len(sample)
+                return f"{pct}% of its first {len(sample):,} bytes are control bytes, and not UTF-8"
+    return None
 
 
 _NOT_CONTROL = bytes(b for b in range(256) if not (b < 9 or (13 < b < 32 and b != 27)))  # text, tabs, newlines, ESC
@@ -370,8 +382,9 @@ def _kind_of(path: str, head: bytes) -> tuple[FileKind | None, str | None]:
         return "dashboard", None
     if not head:
         return None, "empty file"
-    if _looks_binary(head):
-        return None, "binary data, not text"
+    if why := _binary_reason(head):
+        packed = " once decompressed" if path.endswith(".gz") else ""
+        return None, f"binary data, not text: {why}{packed}"
     text = head[:16384].decode("utf-8", "replace")
     if suffix == ".csv" or (suffix == ".json" and "DCGM_" in text) or "DCGM_FI_" in text[:2000]:
         return (

@@ -37,28 +37,42 @@ def tiny_png() -> bytes:
 async def run_checks(settings: Settings) -> list[Check]:
     llm = settings.llm.model_copy(update={"max_retries": 1, "cassette": None, "cassette_mode": "off"})
     checks: list[Check] = []
-    if llm.api_key is None:
-        checks.append(Check("api key", "fail", "CRASHCART_LLM_API_KEY is not set", "set CRASHCART_LLM_API_KEY"))
-    else:
-        checks.append(Check("api key", "ok", "set (not shown)"))
+    roles: tuple[tuple[Role, str], ...] = (
+        ("swarm", llm.swarm_model),
+        ("reduce", llm.reduce_model),
+        ("vision", llm.vision_model),
+    )
+    if llm.api_key is None:  # nothing to check without a key, and the default engine needs none
+        checks.append(
+            Check(
+                "api key",
+                "skip",
+                "CRASHCART_LLM_API_KEY is not set: fine for the default offline engine, which needs no key, "
+                "endpoint or model",
+                "set CRASHCART_LLM_API_KEY only to use --engine llm",
+            )
+        )
+        checks.append(Check("endpoint", "skip", "not contacted without a key"))
+        checks += [Check(f"{role} model", "skip", model) for role, model in roles]
+        return checks
+    checks.append(Check("api key", "ok", "set (not shown)"))
     client = ModelClient(llm, version=prompt_version())
     try:
         served = await _models(client, llm.base_url, checks)
-        roles: tuple[tuple[Role, str], ...] = (
-            ("swarm", llm.swarm_model),
-            ("reduce", llm.reduce_model),
-            ("vision", llm.vision_model),
-        )
+        if served is None:  # the endpoint failed: a model call cannot tell anything more
+            checks += [
+                Check(f"{role} model", "skip", f"{model}: not checked, the endpoint failed") for role, model in roles
+            ]
+            return checks
         for role, model in roles:
             env = f"CRASHCART_{role.upper()}_MODEL"
-            if served is not None:
-                if model in served:
-                    checks.append(Check(f"{role} model", "ok", model))
-                else:
-                    near = ", ".join(m for m in sorted(served) if "nemotron" in m.lower())[:300] or "none"
-                    checks.append(
-                        Check(f"{role} model", "fail", f"{model} is not served", f"set {env}; Nemotron served: {near}")
-                    )
+            if model in served:
+                checks.append(Check(f"{role} model", "ok", model))
+            else:
+                near = ", ".join(m for m in sorted(served) if "nemotron" in m.lower())[:300] or "none"
+                checks.append(
+                    Check(f"{role} model", "fail", f"{model} is not served", f"set {env}; Nemotron served: {near}")
+                )
             checks.append(await _ping(client, role, model, env))
     finally:
         await client.close()
@@ -101,6 +115,8 @@ async def _ping(client: ModelClient, role: Role, model: str, env: str) -> Check:
     try:
         await client.structured(role, model, PING_SYSTEM, user, Ping, max_tokens=32)
     except ModelCallFailed as exc:
+        if exc.unavailable:  # the endpoint, not the model: no model fix to suggest
+            return Check(f"{role} call", "fail", exc.reason, "check CRASHCART_LLM_BASE_URL and the network")
         needs = "JSON answers and images" if role == "vision" else "JSON answers"
         return Check(f"{role} call", "fail", exc.reason, f"check that {env} is a model with {needs}")
     return Check(f"{role} call", "ok", "structured answer validated")

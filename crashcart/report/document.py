@@ -6,7 +6,9 @@ citations that verified are marked ``verified: true``; the rest keep their failu
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 
 from crashcart.catalogue import load_catalogue
 from crashcart.models import (
@@ -23,9 +25,13 @@ from crashcart.models import (
     DocStats,
     DocSymptom,
     DocTimelineEntry,
+    Finding,
+    RankLast,
     SkippedFile,
+    TimeSource,
     Topology,
 )
+from crashcart.report.reading import ImpactInput, Reading, impact, own_time
 from crashcart.runbook.plan import build_runbook
 from crashcart.text.clock import to_iso
 from crashcart.verify import Verified
@@ -76,18 +82,50 @@ def _cite(c: Citation) -> DocCitation:
     return DocCitation(file=c.file, line=c.line, end_line=c.end_line, text=c.text, verified=c.verified, status=c.status)
 
 
-def build_document(v: Verified, topo: Topology, facts: RunFacts) -> DiagnosisDocument:
-    """The ``diagnosis.json`` document, with the runbook drawn from the action catalogue."""
-    doc = _document(v, topo, facts)
+def build_document(
+    v: Verified,
+    topo: Topology,
+    facts: RunFacts,
+    findings: Sequence[Finding] = (),
+    last: Mapping[int, RankLast] | None = None,
+) -> DiagnosisDocument:
+    """The ``diagnosis.json`` document, with the runbook drawn from the action catalogue.
+
+    :param findings: the findings behind the diagnosis; with them, times a line inherited from an earlier
+        line are marked as such and left out of symptom spans and the impact figures
+    :param last: each rank's last line (``locate``): a time inherited from a rank's last progress line is trusted
+    """
+    doc = _document(v, topo, facts, Reading.of(v.diagnosis.root_class, findings, last))
     basis = doc
     if v.diagnosis.unconfirmed:  # a model-only root never selects a remediation
         basis = doc.model_copy(update={"root_cause": doc.root_cause.model_copy(update={"class_": "unknown"})})
     return doc.model_copy(update={"runbook": build_runbook(basis, scheduler=facts.scheduler)})
 
 
-def _document(v: Verified, topo: Topology, facts: RunFacts) -> DiagnosisDocument:
+def _root_time(d_time: datetime | None, ids: list[str], reading: Reading) -> tuple[datetime | None, TimeSource]:
+    """The root cause's trusted time (None when no line of its own backs it) and where the engine's came from."""
+    if d_time is None:
+        return None, "none"
+    if not reading.by_evidence:
+        return d_time, "line"
+    mine = [reading.by_evidence[i] for i in ids if i in reading.by_evidence]
+    if any(own_time(f) == d_time for f in mine):
+        return d_time, "line"
+    trusted = [t for f in mine if f.class_id == reading.root_class and (t := reading.trusted_time(f)) is not None]
+    source: TimeSource = next((reading.source(i)[0] for i in ids if i in reading.by_evidence), "none")
+    return (min(trusted) if trusted else None), source
+
+
+def _document(v: Verified, topo: Topology, facts: RunFacts, reading: Reading) -> DiagnosisDocument:
     d = v.diagnosis
     cites = v.citations
+    root_time, root_source = _root_time(d.time, d.root_evidence, reading)
+    spans = {c.class_id: reading.span(c) for c in d.symptoms}
+    kinds = {c.class_id: reading.kind(c, contributing=False) for c in d.symptoms}
+    contributing = [(c, reading.kind(c, contributing=True)) for c in d.contributing]
+    explained = [(kinds[c.class_id], spans[c.class_id]) for c in d.symptoms]
+    for c, kind in contributing:
+        explained.append((kind, reading.own_span(c)))
 
     def many(ids: list[str]) -> list[DocCitation]:
         return [_cite(cites[i]) for i in ids if i in cites]
@@ -111,13 +149,15 @@ def _document(v: Verified, topo: Topology, facts: RunFacts) -> DiagnosisDocument
                     "confidence": d.confidence,
                     "citations": many(d.root_evidence),
                     "severity": severity,
+                    "time_source": root_source,
+                    "time_trusted": root_time is not None and root_time == d.time,
                 }
             ),
             "contributing": [
                 DocContributing.model_validate(
-                    {"class": c.class_id, "summary": c.summary, "citations": many(c.evidence_ids)}
+                    {"class": c.class_id, "summary": c.summary, "citations": many(c.evidence_ids), "kind": kind}
                 )
-                for c in d.contributing
+                for c, kind in contributing
             ],
             "symptoms": [
                 DocSymptom.model_validate(
@@ -127,9 +167,11 @@ def _document(v: Verified, topo: Topology, facts: RunFacts) -> DiagnosisDocument
                         "count": c.count,
                         "ranks": c.ranks,
                         "nodes": c.nodes,
-                        "first_time": to_iso(c.first_time),
-                        "last_time": to_iso(c.last_time),
+                        "first_time": to_iso(spans[c.class_id].first),
+                        "last_time": to_iso(spans[c.class_id].last),
                         "citations": many(c.evidence_ids),
+                        "kind": kinds[c.class_id],
+                        "untimed": spans[c.class_id].untimed,
                     }
                 )
                 for c in d.symptoms
@@ -147,6 +189,8 @@ def _document(v: Verified, topo: Topology, facts: RunFacts) -> DiagnosisDocument
                         "text": cites[t.evidence_id].text.split("\n")[0],
                         "role": t.role,
                         "class": t.class_id,
+                        "time_source": reading.source(t.evidence_id)[0] if t.time is not None else "none",
+                        "time_trusted": t.time is not None and reading.source(t.evidence_id)[1],
                     }
                 )
                 for t in d.timeline
@@ -172,5 +216,6 @@ def _document(v: Verified, topo: Topology, facts: RunFacts) -> DiagnosisDocument
             },
             "reasoning": [*d.reasoning, *v.notes],
             "partial": d.partial,
+            "impact": impact(ImpactInput(d.root_class, root_time, d.time, explained, topo, reading.findings)),
         }
     )

@@ -14,6 +14,8 @@ from datetime import datetime, timedelta
 from crashcart.catalogue import load_catalogue
 from crashcart.models import DiagnosisDocument, DocCitation, DocRunbook
 from crashcart.report.document import llm_summary
+from crashcart.report.reading import plain_summary
+from crashcart.report.words import ROOT_UNKNOWN, class_title, reasons, severity_words
 from crashcart.text.clock import from_iso
 
 TEAM = "*To be filled in by the team.*"
@@ -26,7 +28,30 @@ _BEARER = re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]{8,}")
 _KNOWN_TOKEN = re.compile(
     r"\b(?:xox[abposr]-[A-Za-z0-9-]{8,}|sk-[A-Za-z0-9_-]{16,}|AKIA[0-9A-Z]{16}|gh[pousr]_[A-Za-z0-9]{20,})"
 )
-_ROLE = {"cascade": "symptom", "teardown": "teardown", "root_candidate": "candidate", "confirmation": "confirms"}
+_ROLE = {
+    "cascade": "symptom",
+    "teardown": "teardown",
+    "root_candidate": "other possible cause",
+    "confirmation": "confirms",
+}
+_KIND_WORD = {"symptom": "symptom", "teardown": "teardown", "benign": "benign", "contributing": "contributing"}
+GROUPS = {
+    "symptom": (
+        "Symptoms: failures the root cause explains",
+        "Other ranks and processes failing because of the root cause (timeouts, lost peers, CUDA errors on the "
+        "failed GPU). Fixing the root cause removes them.",
+    ),
+    "teardown": (
+        "Teardown: the job shutting down",
+        "Processes stopped after the failure: the launcher's SIGTERM, the NCCL watchdog aborting its own "
+        "process (SIGABRT, `terminate called`), workers exiting. Expected after any failure; not causes.",
+    ),
+    "benign": (
+        "Benign: lines that look like errors and are not",
+        "Normal messages worded like errors, such as NCCL saying its optional network plugin (libnccl-net.so) "
+        "is absent and that it uses its built-in transport. Ignore them.",
+    ),
+}
 
 
 def _scrub(text: str) -> str:
@@ -91,8 +116,8 @@ def _cite(c: DocCitation) -> str:
     return f"{_code(where)} {mark}: {_code(c.text)}"
 
 
-def _title(class_id: str) -> str:
-    return _plain(load_catalogue().class_title(class_id))
+def _title(class_id: str, *, root: bool = False) -> str:
+    return _plain(ROOT_UNKNOWN if root and class_id == "unknown" else class_title(class_id))
 
 
 # --- sections ------------------------------------------------------------------------------------------------
@@ -106,59 +131,90 @@ def _summary(doc: DiagnosisDocument) -> list[str]:
         lines.append("CrashCart could **not** decide a root cause from the evidence; the hypotheses below compete.")
     lines.append(_plain(root.summary))
     lines.append("")
-    if doc.symptoms:
-        total = sum(s.count for s in doc.symptoms)
-        lines.append(
-            f"Everything else the logs show ({total} lines in {len(doc.symptoms)} groups) is explained as a "
-            "symptom of it, below."
-        )
-        lines.append("")
-    sev = f", severity {root.severity}" if root.severity else ""
+    kinds = [g.kind for g in doc.symptoms] + [c.kind for c in doc.contributing]
+    if kinds:
+        counts = {k: kinds.count(k) for k in ("symptom", "teardown", "benign", "contributing")}
+        words = {
+            "symptom": "symptom group(s) it explains",
+            "teardown": "teardown group(s) (the job shutting down)",
+            "benign": "benign line group(s) (look like errors, are not)",
+            "contributing": "contributing factor(s)",
+        }
+        parts = [f"{n} {words[k]}" for k, n in counts.items() if n]
+        lines += [f"The other lines the logs show are grouped below: {', '.join(parts)}.", ""]
+    sev = f", severity {severity_words(root.severity)}" if root.severity else ""
     partial = " The analysis was **partial** (a limit was reached); coverage below." if doc.partial else ""
     lines += [f"Confidence: **{level}** ({root.confidence:.0%}){sev}.{partial}", ""]
     return lines
 
 
+IMPACT_DEFINITIONS = [
+    "Every time is UTC and comes from a line that prints its own clock. A line without one (a torchrun "
+    "failure summary, an untimestamped traceback) is never given the time of a line above it; a figure "
+    "with no such line reads unknown.",
+    "Fault: the time on the root cause's own line.",
+    "Incident start: the fault; when the fault's time is unknown, the detected time.",
+    "Detected: the first symptom or teardown line at or after the fault, when the job visibly began to fail.",
+    "End: the last failure line at or after the fault (root cause, symptom, teardown or contributing factor; "
+    "benign lines left out).",
+    "GPU time lost: every GPU of the job × (end − fault), since in a synchronous job one failed rank stalls "
+    "all the others from the fault on (from the detected time when the fault's time is unknown). The "
+    "training progress lost since the last checkpoint is counted separately.",
+]
+
+
 def _impact(doc: DiagnosisDocument) -> list[str]:
     topo = doc.topology
+    im = doc.impact
     nodes = sorted(
         {str(i["node"]) for i in topo.values() if i.get("node")} | {n for s in doc.symptoms for n in s.nodes}
     )
-    gpus = {(i.get("node"), i["gpu"]) for i in topo.values() if i.get("gpu")}
     ranks = len(topo)
-    root_t = from_iso(doc.root_cause.time)
-    times = [t for t in (from_iso(e.time) for e in doc.timeline) if t is not None]
-    times += [t for s in doc.symptoms for t in (from_iso(s.first_time), from_iso(s.last_time)) if t is not None]
-    first_symptom = min((t for s in doc.symptoms if (t := from_iso(s.first_time))), default=None)
-    start = min([*times, *([root_t] if root_t else [])], default=None)
-    end = max([*times, *([root_t] if root_t else [])], default=None)
-    duration = end - start if start and end and end > start else None
-    n_gpus = len(gpus) if gpus and len(gpus) == ranks else None
-    if duration is not None and n_gpus:
-        lost = f"{n_gpus * duration.total_seconds() / 3600:.2f} GPU-hours ({n_gpus} GPUs × {_span(duration)})"
+    fault, detected = from_iso(im.fault), from_iso(im.detected)
+    since, end = fault or detected, from_iso(im.end)
+    duration = end - since if since and end and end >= since else None
+    if im.gpu_hours_lost is not None and im.gpus and duration is not None:
+        frm = "fault" if fault else "detected"
+        lost = f"{im.gpu_hours_lost:.2f} GPU-hours (all {im.gpus} GPUs × {_span(duration)}, {frm} to end)"
     else:
-        lost = "unknown (needs the GPU count and both ends of the incident)"
+        need = "the GPU count" if not im.gpus else "a trusted fault or detection time and an end"
+        lost = f"unknown (needs {need})"
+    progress = "unknown (no training-progress line with a clock)"
+    if im.last_step is not None:
+        progress = f"step {im.last_step:,} at {_utc(from_iso(im.last_progress))}"
     rows = [
         ("Job", _code(doc.job_id, cell=True) if doc.job_id else "unknown"),
         ("Nodes", f"{len(nodes)} ({_names(nodes)})" if nodes else "unknown"),
         ("Ranks", str(ranks) if ranks else "unknown"),
-        ("GPUs", str(n_gpus) if n_gpus else "unknown"),
-        ("Incident start (first event in the logs)", _utc(start)),
-        ("Fault (root cause)", _utc(root_t)),
-        ("Detected (first symptom)", _utc(first_symptom)),
-        ("Last failure line", _utc(end)),
-        ("Duration", _span(duration) if duration else "unknown"),
+        ("GPUs", str(im.gpus) if im.gpus else "unknown"),
+        ("Incident start", _utc(from_iso(im.incident_start))),
+        ("Fault (root cause)", _utc(fault)),
+        ("Detected (first symptom)", _utc(detected)),
+        ("End (last failure line)", _utc(end)),
+        (
+            "Duration (fault to end)" if fault else "Duration (detected to end)",
+            _span(duration) if duration else "unknown",
+        ),
         ("GPU time lost in the incident", lost),
-        ("Training progress lost since the last checkpoint", "unknown (not in the bundle)"),
+        ("Last training progress seen", progress),
+        (
+            "Training progress lost since the last checkpoint",
+            "unknown (CrashCart does not read checkpoint lines yet: compare the last checkpoint's step with "
+            "the last progress above)",
+        ),
     ]
     lines = ["## Impact", "", "| | |", "|---|---|", *(f"| {k} | {v} |" for k, v in rows), ""]
-    if root_t and first_symptom and root_t > first_symptom:
-        lines += [
-            "Note: the root-cause line is stamped after the first symptom. Its source's clock is probably not "
-            "aligned with the rank logs (see coverage); the order of cause and effect rests on the evidence.",
-            "",
-        ]
+    lines += [f"Note: {_plain(n)}." for n in im.notes]
+    lines += [""] if im.notes else []
+    lines += ["How these figures are defined:", "", *(f"- {d}" for d in IMPACT_DEFINITIONS), ""]
     return lines
+
+
+def kinds_of(doc: DiagnosisDocument) -> dict[str, str]:
+    """What the report calls each class of the document: symptom, teardown, benign or contributing."""
+    out: dict[str, str] = {s.class_: s.kind for s in doc.symptoms}
+    out.update({c.class_: c.kind for c in doc.contributing if c.class_ not in out})
+    return out
 
 
 def _timeline(doc: DiagnosisDocument) -> list[str]:
@@ -167,12 +223,17 @@ def _timeline(doc: DiagnosisDocument) -> list[str]:
         return [*lines, "No timestamped event could be cited.", ""]
     root = doc.root_cause
     roots = {(c.file, c.line) for c in root.citations if c.verified}
-    lines += ["| time | role | what | where | line |", "|---|---|---|---|---|"]
-    for e in doc.timeline[:MAX_TIMELINE]:
-        when = _utc(from_iso(e.time), ms=True) if e.time else "(no time)"
+    kinds = kinds_of(doc)
+    own = [e for e in doc.timeline if e.time and e.time_trusted]
+    rest = [e for e in doc.timeline if e not in own]
+    entries = sorted(own, key=lambda e: from_iso(e.time) or datetime.min) + rest
+    lines += ["| time | what it is | what | where | line |", "|---|---|---|---|---|"]
+    for e in entries[:MAX_TIMELINE]:
+        when = _utc(from_iso(e.time), ms=True) if e in own else "(no clock on the line)"
         what = _title(e.class_) if e.class_ else ""
         is_root = (e.file, e.line) in roots or (e.class_ == root.class_ and e.role == "root_candidate")
-        role = "**root cause**" if is_root else _ROLE.get(e.role, e.role)
+        kind = kinds.get(e.class_ or "", "")
+        role = "**root cause**" if is_root else _KIND_WORD.get(kind) or _ROLE.get(e.role, e.role)
         lines.append(
             f"| {when} | {role} | {what} | {_code(f'{e.file}:{e.line}', cell=True)} | {_code(e.text, 140, cell=True)} |"
         )
@@ -180,7 +241,8 @@ def _timeline(doc: DiagnosisDocument) -> list[str]:
         lines.append(f"| … | | {len(doc.timeline) - MAX_TIMELINE} more events in diagnosis.json | | |")
     lines += [
         "",
-        "Each line above is a verified citation: the quoted text is that line of the bundle.",
+        "Each line above is a verified citation: the quoted text is that line of the bundle. Lines that print no "
+        "clock of their own are listed last, in no particular order, rather than given the time of a line above.",
         "",
     ]
     return lines
@@ -200,7 +262,7 @@ def _root_cause(doc: DiagnosisDocument) -> list[str]:
         )
         if x
     )
-    lines = [f"## Root cause: {_title(root.class_)}", ""]
+    lines = [f"## Root cause: {_title(root.class_, root=True)}", ""]
     if info is not None:
         lines += [_plain(info.explanation), ""]
     lines += [f"- Culprit: {culprit or 'not identified'}", f"- Time: {_utc(from_iso(root.time), ms=True)}"]
@@ -210,16 +272,14 @@ def _root_cause(doc: DiagnosisDocument) -> list[str]:
     lines += [f"- {_cite(x)}" for x in root.citations] or ["- none survived verification"]
     if any(not x.verified for x in root.citations):
         lines += ["", "⚠️ Unverified citations did not match the bundle; the claim rests on the verified ones only."]
-    if doc.reasoning:
-        lines += ["", "Why CrashCart chose it:", "", *(f"- {_plain(r)}" for r in doc.reasoning)]
+    if plain := reasons(doc.reasoning):
+        lines += ["", "Why CrashCart chose it:", "", *(f"- {_plain(r)}" for r in plain)]
     return [*lines, ""]
 
 
-def _symptoms(doc: DiagnosisDocument) -> list[str]:
-    lines = ["## Symptoms (explained by the root cause)", ""]
-    if not doc.symptoms:
-        return [*lines, "None: no other error was found.", ""]
-    for s in doc.symptoms:
+def _group_lines(doc: DiagnosisDocument, kind: str) -> list[str]:
+    lines: list[str] = []
+    for s in (x for x in doc.symptoms if x.kind == kind):
         who = []
         if s.ranks:
             who.append(f"{len(s.ranks)} ranks ({_ranges(s.ranks)})" if len(s.ranks) > 1 else f"rank {s.ranks[0]}")
@@ -229,25 +289,45 @@ def _symptoms(doc: DiagnosisDocument) -> list[str]:
         when = f", {_utc(first)}" if first else ""
         if first and last and _utc(last) != _utc(first):
             when = f", {_utc(first)[:-4]} – {_utc(last)[11:]}"
+        if s.untimed and first:
+            when += f" ({s.untimed} without a clock)"
         plural = "s" if s.count != 1 else ""
         lines.append(
             f"- **{_title(s.class_)}**: {s.count} line{plural} from {', '.join(who) or 'unknown ranks'}{when}."
         )
         info = load_catalogue().classes.get(s.class_)
-        if info is not None:
+        if info is not None and kind != "benign":
             lines.append(f"  {_plain(info.explanation)}")
         lines += [f"  - {_cite(x)}" for x in s.citations[:2]]
-    return [*lines, ""]
+    for c in (x for x in doc.contributing if x.kind == kind):
+        lines.append(f"- **{_title(c.class_)}**: {_plain(plain_summary(c.summary))}")
+        lines += [f"  - {_cite(x)}" for x in c.citations[:2]]
+    return lines
+
+
+def _symptoms(doc: DiagnosisDocument) -> list[str]:
+    out: list[str] = []
+    for kind, (heading, meaning) in GROUPS.items():
+        body = _group_lines(doc, kind)
+        if not body and kind != "symptom":
+            continue
+        out += [f"## {heading}", "", meaning, ""]
+        out += body or ["None: no other error was found."]
+        out.append("")
+    return out
 
 
 def _contributing(doc: DiagnosisDocument) -> list[str]:
-    lines = ["## Contributing factors", ""]
-    if not doc.contributing:
+    lines = [
+        "## Contributing factors",
+        "",
+        "Separate problems that made the failure more likely or worse without causing it.",
+        "",
+    ]
+    body = _group_lines(doc, "contributing")
+    if not body:
         return [*lines, "None identified from the logs. " + TEAM, ""]
-    for c in doc.contributing:
-        lines.append(f"- **{_title(c.class_)}**: {_plain(c.summary)}")
-        lines += [f"  - {_cite(x)}" for x in c.citations[:2]]
-    return [*lines, ""]
+    return [*lines, *body, ""]
 
 
 def _hypotheses(doc: DiagnosisDocument) -> list[str]:
@@ -302,7 +382,7 @@ def render_postmortem(doc: DiagnosisDocument, runbook: DocRunbook) -> str:
     where = f" on {_code(root.culprit.node)}" if root.culprit.node else ""
     job = f" — job {_code(doc.job_id)}" if doc.job_id else ""
     head = [
-        f"# Postmortem (draft): {_title(root.class_)}{where}{job}",
+        f"# Postmortem (draft): {_title(root.class_, root=True)}{where}{job}",
         "",
         f"*First draft by CrashCart from incident {_code(doc.incident_id)} (bundle "
         f"`{doc.bundle.sha256[:12]}`, {doc.bundle.files} files). Check it; the sections left "

@@ -112,14 +112,25 @@ def _decide(
     who = _clean(user, "user", MAX_USER, incident_id)
     allowed = {a.strip() for a in approvers or [] if a.strip()}
     refusal: list[str] = []
+    earlier: set[str] = set()  # hashes of this incident's earlier plans: a stale hash, not a wrong one
+    if plan_hash is not None:
+        _, every = store.runbook(incident_id)
+        earlier = {e.plan_hash for e in every}
 
     def decide(plan: RunbookPlan, trail: list[ApprovalEntry]) -> Decision:
         done = _decision(plan, trail)
         if allowed and who not in allowed:
             refusal.append(f"{who} is not an approver of runbooks")
         elif plan_hash is not None and plan_hash.strip().lower() != plan.plan_hash:
-            shown = _HEX.sub("", plan_hash.lower())[:16] or "?"
-            refusal.append(f"the plan changed since it was shown (shown {shown}, current {plan.plan_hash[:16]})")
+            given = plan_hash.strip().lower()
+            shown = _HEX.sub("", given)[:16] or "?"
+            if given in earlier:
+                refusal.append(f"the plan changed since it was shown (shown {shown}, current {plan.plan_hash[:16]})")
+            else:
+                refusal.append(
+                    f"{shown} is not the hash of this incident's plan (current {plan.plan_hash[:16]}); "
+                    "copy it from crashcart runbook ID"
+                )
         elif done is not None:
             when = f"{done.at:%Y-%m-%d %H:%M} UTC"
             refusal.append(f"plan v{plan.version} was already {done.event} by {done.user} at {when}")
