@@ -20,13 +20,13 @@ from multiprocessing.process import BaseProcess
 from pathlib import Path
 
 from bot import messages as msg
-from bot.blocks import redact_for_slack
 from crashcart import (
     CrashCartError,
     DiagnosisDocument,
     Settings,
     Store,
     diagnose,
+    redact_text,
     render_postmortem,
     render_timeline,
 )
@@ -47,10 +47,11 @@ class Analysis:
 class AnalysisFailed(Exception):
     """The pipeline refused the bundle (a ``CrashCartError`` in the child): a short reason to post."""
 
-    def __init__(self, reason: str, incident_id: str | None) -> None:
+    def __init__(self, reason: str, incident_id: str | None, next_step: str) -> None:
         super().__init__(reason)
-        self.reason = reason
+        self.reason = reason  # mrkdwn, outside parts escaped
         self.incident_id = incident_id
+        self.next_step = next_step
 
 
 class AnalysisDied(Exception):
@@ -123,7 +124,7 @@ async def analyse(
         exitcode = await _stop(process) if starting.exception() is None else None
         receiver.close()
     if answer[0] == "failed":
-        raise AnalysisFailed(str(answer[1]), None if answer[2] is None else str(answer[2]))
+        raise AnalysisFailed(str(answer[1]), None if answer[2] is None else str(answer[2]), str(answer[3]))
     if answer[0] == "crashed":
         log.error("the analysis of %s failed in its process:\n%s", source.name, answer[1])
     if answer[0] != "done":
@@ -185,12 +186,12 @@ def _child(sender: Connection, source: str, settings: Settings, job_id: str | No
             )
         doc = outcome.document
         postmortem, timeline = _report_paths(out_dir, doc.incident_id)
-        postmortem.write_text(redact_for_slack(render_postmortem(doc, doc.runbook)), encoding="utf-8")
+        postmortem.write_text(redact_text(render_postmortem(doc, doc.runbook)), encoding="utf-8")
         render_timeline(doc, timeline, series=outcome.series)
         (out_dir / DOCUMENT).write_text(doc.model_dump_json(), encoding="utf-8")
         send("done")
     except CrashCartError as exc:
-        send("failed", msg.error_reason(exc)[:MAX_MESSAGE], exc.incident_id)
+        send("failed", msg.error_reason(exc)[:MAX_MESSAGE], exc.incident_id, msg.next_step(exc))
     except BaseException:
         send("crashed", traceback.format_exc()[-MAX_MESSAGE:])
     finally:

@@ -1,16 +1,14 @@
-"""The Bolt app: listeners that ack first, then queue work or answer from the store.
+"""The Bolt app: listeners that ack first, then check who asks and where, then queue work or answer.
 
-Input: Slack events, slash commands and interactions; output: acks, queued ``Job``s, runbook
-decisions written through the core (``approve_runbook`` / ``reject_runbook``). Long work never runs
-in a listener: it goes to ``bot.worker``. Every subscribed event type has a listener, so nothing is
-left unacknowledged (Slack would retry it). Async, does network and database I/O (in threads).
+Input: Slack events, slash commands, the message shortcut and the App Home; output: acks, queued
+``Job``s, replies. Long work never runs in a listener: it goes to ``bot.worker``; runbook buttons and
+Re-run are in ``bot.decisions``. Every subscribed event type has a listener, so nothing is left
+unacknowledged (Slack would retry it). Async, does network and database I/O (in threads).
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
-import json
 import logging
 import re
 from collections.abc import Awaitable, Callable
@@ -19,47 +17,41 @@ from typing import Any, Literal
 from slack_bolt.async_app import AsyncApp
 from slack_bolt.context.ack.async_ack import AsyncAck
 from slack_bolt.context.respond.async_respond import AsyncRespond
-from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot import messages as msg
-from bot.approvers import Approvers, Verdict
+from bot.access import REFUSALS, Access
+from bot.approvers import Approvers
 from bot.blocks import (
     APPROVE_ACTION,
-    REASON_BLOCK,
-    REASON_INPUT,
     REJECT_ACTION,
     REJECT_MODAL,
+    RERUN_ACTION,
     Message,
-    parse_action_value,
     plain_message,
-    reject_modal,
-    runbook_message,
+    rerun_actions,
+    title,
 )
-from bot.intake import JOB_ID, find_job_bundle, is_bundle_name
+from bot.decisions import Decisions
+from bot.home import home_entries, home_view, refused_view, user_channels
+from bot.intake import JOB_ID, file_kind, find_job_bundle
 from bot.lookups import incident_status, job_runs, recent
-from bot.queue import JobQueue
+from bot.mrkdwn import code, link, permalink
+from bot.queue import Job, JobQueue
 from bot.settings import BotSettings
 from bot.worker import SLACK_ERRORS, Worker, slack_error
-from crashcart import (
-    CrashCartError,
-    RunbookRecord,
-    Store,
-    approve_runbook,
-    get_runbook,
-    record_runbook_refusal,
-    reject_runbook,
-)
+from crashcart import IncidentNotFound, Store
 
 log = logging.getLogger(__name__)
 Mode = Literal["socket", "http"]
-Decision = Literal["approval", "rejection"]
 DIAGNOSE_VERBS = frozenset({"diagnose", "analyse", "analyze"})
 CANNOT_POST = frozenset({"not_in_channel", "channel_not_found"})  # not invited; a DM between two people
+SHORTCUT = "diagnose_message"
 _MENTION = re.compile(r"<@[A-Z0-9]+(?:\|[^>]*)?>")
+Reply = Callable[[Message], Awaitable[None]]
 
 
-class Handlers:
+class Handlers(Decisions):
     """The listeners, with what they need injected. ``events`` lists the event types listened to."""
 
     def __init__(
@@ -70,23 +62,25 @@ class Handlers:
         worker: Worker,
         store: Store,
         approvers: Approvers,
+        access: Access,
+        workspace_url: str = "",
     ) -> None:
+        super().__init__(client, queue, worker, store, approvers, access)
         self.settings = settings
-        self.client = client
-        self.queue = queue
-        self.worker = worker
-        self.store = store
-        self.approvers = approvers
+        self.workspace_url = workspace_url
         self.events: set[str] = set()
 
     def register(self, app: AsyncApp) -> None:
         self._event(app, {"type": "message", "subtype": "file_share"}, self.on_file_share)
         self._event(app, "app_mention", self.on_mention)
+        self._event(app, "app_home_opened", self.on_home_opened)
         self._event(app, "message", self.ignore_event)  # every other message subtype
         app.event(re.compile(".*"))(self.ignore_event)  # any other event type: acked, ignored
         app.command("/crashcart")(self.on_command)
+        app.shortcut(SHORTCUT)(self.on_shortcut)
         app.action(APPROVE_ACTION)(self.on_approve)
         app.action(REJECT_ACTION)(self.on_reject)
+        app.action(RERUN_ACTION)(self.on_rerun)
         app.view(REJECT_MODAL)(self.on_reject_submit)
         app.action(re.compile(".*"))(self.ack_only)
 
@@ -94,46 +88,129 @@ class Handlers:
         self.events.add(what if isinstance(what, str) else str(what["type"]))
         app.event(what)(func)
 
+    # --- who asks, where --------------------------------------------------------------------------
+
+    async def _refusal(self, channel: str, user: str | None) -> str | None:
+        """Why this user may not use the bot in this channel, or None when they may."""
+        if not self.access.channel_allowed(channel):
+            return msg.NOT_ENABLED_HERE
+        verdict = await self.access.check(user)
+        return None if verdict == "member" else REFUSALS[verdict]
+
+    def _ephemeral_reply(self, channel: str, user: str | None, thread: str | None) -> Reply:
+        async def reply(message: Message) -> None:
+            if user:
+                await self._ephemeral(channel, user, thread, message.text, message.blocks)
+
+        return reply
+
     # --- events (Bolt acks them before the listener runs) ------------------------------------------
 
-    async def on_file_share(
-        self, event: dict[str, Any], body: dict[str, Any], context: dict[str, Any], req: AsyncBoltRequest
-    ) -> None:
-        if event.get("bot_id") or event.get("user") == context.get("bot_user_id"):
-            return  # our own uploads (postmortem, timeline) come back as file_share
-        channel = str(event["channel"])
+    async def on_file_share(self, event: dict[str, Any], body: dict[str, Any], context: dict[str, Any]) -> None:
+        bot_user, bot_id = context.get("bot_user_id"), event.get("bot_id")
+        if event.get("user") == bot_user or (bot_id and not self.access.bot_allowed(str(bot_id))):
+            return  # our own uploads come back as file_share; other bots' uploads are not ours to answer
+        channel, user = str(event["channel"]), event.get("user")
         thread = str(event.get("thread_ts") or event["ts"])
-        retry = req.headers.get("x-slack-retry-num")
-        for f in event.get("files") or []:
-            file_id = str(f.get("id", ""))
-            stub = f.get("mode") == "file_access" or not f.get("name")  # Slack Connect: ask files.info
-            if not file_id or (not stub and not is_bundle_name(f.get("name"))):
-                continue  # not a bundle: ignored quietly
-            job = await asyncio.to_thread(
-                self.queue.enqueue,
-                dedupe_key=f"file:{channel}:{file_id}",
-                kind="upload",
-                channel=channel,
-                thread_ts=thread,
-                user=event.get("user"),
-                source=file_id,
-                name=None if stub else str(f["name"]),
-                size=None if stub else int(f.get("size") or 0),
-                event_id=f"{body.get('event_id')}/{file_id}",
-            )
-            if job is None:
-                log.info("duplicate upload event %s for %s (retry %s)", body.get("event_id"), file_id, retry)
-                continue
+        asked = bool(bot_user) and f"<@{bot_user}>" in str(event.get("text", ""))
+        wanted = [f for f in event.get("files") or [] if f.get("id") and _wanted(f, asked)]
+        if not wanted:
+            return  # not a bundle, nobody asked: ignored quietly
+        event_id = str(body.get("event_id") or f"share:{channel}:{event['ts']}")
+        refusal = None if bot_id else await self._refusal(channel, user)
+        if refusal is not None:
+            if not await asyncio.to_thread(self.queue.seen, f"refused:{event_id}"):
+                await self._ephemeral_reply(channel, user, thread)(plain_message(refusal))
+            return
+        reply = self._thread_reply(channel, thread)
+        for f in wanted:
+            await self._enqueue_file(f, channel, thread, user, reply, event_id=event_id, asked=asked, quiet_same=True)
+
+    async def _enqueue_file(
+        self,
+        f: dict[str, Any],
+        channel: str,
+        thread: str,
+        user: str | None,
+        reply: Reply,
+        *,
+        event_id: str | None,
+        asked: bool,
+        quiet_same: bool,
+    ) -> None:
+        file_id = str(f["id"])
+        stub = f.get("mode") == "file_access" or not f.get("name")  # Slack Connect: ask files.info
+        name = None if stub else str(f["name"])
+        if name is not None and file_kind(name) == "unsupported":
+            if event_id is None or not await asyncio.to_thread(self.queue.seen, f"unsupported:{event_id}/{file_id}"):
+                await reply(plain_message(msg.UNSUPPORTED_FILE.format(name=code(name, 120))))
+            return
+        key = f"file:{channel}:{file_id}"
+        job = await asyncio.to_thread(
+            self.queue.enqueue,
+            dedupe_key=key,
+            kind="upload",
+            channel=channel,
+            thread_ts=thread,
+            user=user,
+            source=file_id,
+            name=name,
+            size=None if stub else int(f.get("size") or 0),
+            event_id=None if event_id is None else f"{event_id}/{file_id}",
+            explicit=asked,
+        )
+        if job is not None:
             self.worker.submit(job)
+            return
+        earlier = await asyncio.to_thread(self.queue.find, key)
+        if earlier is None or (quiet_same and earlier.thread_ts == thread):
+            return  # a retry or a second event for the same message: it is being answered already
+        if event_id is not None and await asyncio.to_thread(self.queue.seen, f"again:{event_id}/{file_id}"):
+            return
+        await reply(await self._analysed_before(earlier, name or earlier.name or file_id, thread))
+
+    async def _analysed_before(self, earlier: Job, name: str, thread: str) -> Message:
+        """A file analysed before in this channel: a link to that thread, and Re-run (not while it runs)."""
+        where = msg.EARLIER_THREAD
+        target = earlier.status_ts or earlier.thread_ts
+        if self.workspace_url and target:
+            where = link(permalink(self.workspace_url, earlier.channel, target, earlier.thread), where)
+        rerun = rerun_actions(f"{earlier.id}|{thread}", msg.RERUN)
+        if earlier.state in ("queued", "running"):
+            return plain_message(msg.RUNNING_BEFORE.format(name=code(name, 120), link=where))
+        if earlier.state == "done" and earlier.incident_id:
+            try:
+                root = (await asyncio.to_thread(self.store.get, earlier.incident_id)).summary.root_class
+            except IncidentNotFound:
+                root = "unknown"
+            text = msg.ANALYSED_BEFORE.format(
+                name=code(name, 120), link=where, incident=earlier.incident_id, title=title(root)
+            )
+            return plain_message(text, extra=rerun)
+        return plain_message(msg.FAILED_BEFORE.format(name=code(name, 120), link=where), extra=rerun)
+
+    def _thread_reply(self, channel: str, thread: str | None) -> Reply:
+        async def reply(message: Message) -> None:
+            await self._post(channel, thread, message)
+
+        return reply
 
     async def on_mention(self, event: dict[str, Any], body: dict[str, Any]) -> None:
         if event.get("files"):
-            return  # an upload that mentions the bot: message/file_share analyses it, no usage reply
-        channel = str(event["channel"])
+            return  # an upload that mentions the bot: message/file_share answers it
+        channel, user = str(event["channel"]), event.get("user")
         thread = str(event.get("thread_ts") or event["ts"])
         words = _MENTION.sub(" ", str(event.get("text", ""))).split()
         event_id = str(body.get("event_id") or f"mention:{channel}:{event['ts']}")
-        if len(words) == 2 and words[0].lower() in DIAGNOSE_VERBS:
+        diagnose = len(words) == 2 and words[0].lower() in DIAGNOSE_VERBS
+        refusal = await self._refusal(channel, user) if diagnose else None
+        if not self.access.channel_allowed(channel):
+            refusal = msg.NOT_ENABLED_HERE
+        if refusal is not None:
+            if not await asyncio.to_thread(self.queue.seen, event_id):
+                await self._ephemeral_reply(channel, user, thread)(plain_message(refusal))
+            return
+        if diagnose:
             problem = await self._job_problem(words[1])
             if problem is None:
                 job = await asyncio.to_thread(
@@ -142,10 +219,11 @@ class Handlers:
                     kind="job",
                     channel=channel,
                     thread_ts=thread,
-                    user=event.get("user"),
+                    user=user,
                     source=words[1],
                     name=f"job {words[1]}",
                     event_id=event_id,
+                    explicit=True,
                 )
                 if job is not None:
                     self.worker.submit(job)
@@ -156,11 +234,55 @@ class Handlers:
         if not await asyncio.to_thread(self.queue.seen, event_id):
             await self._post(channel, thread, plain_message(reply))
 
+    async def on_home_opened(self, event: dict[str, Any]) -> None:
+        if event.get("tab", "home") != "home" or not event.get("user"):
+            return
+        user = str(event["user"])
+        verdict = await self.access.check(user)
+        if verdict != "member":
+            view = refused_view(REFUSALS[verdict])
+        else:
+            channels = await user_channels(self.client, user)
+            if channels is None:
+                view = refused_view(msg.WHO_UNKNOWN)
+            else:
+                allowed = frozenset(c for c in channels if self.access.channel_allowed(c))
+                entries = await asyncio.to_thread(home_entries, self.store, self.queue, allowed)
+                approver = await self.approvers.check(user) == "allowed"
+                view = home_view(entries, approver=approver, workspace_url=self.workspace_url)
+        try:
+            await self.client.views_publish(user_id=user, view=view)
+        except SLACK_ERRORS as exc:
+            log.warning("views.publish for %s failed: %s", user, slack_error(exc))
+
     async def ignore_event(self) -> None:
         return None
 
     async def ack_only(self, ack: AsyncAck) -> None:
         await ack()
+
+    # --- the message shortcut -----------------------------------------------------------------------
+
+    async def on_shortcut(self, ack: AsyncAck, body: dict[str, Any], respond: AsyncRespond) -> None:
+        await ack()
+        channel = str((body.get("channel") or {}).get("id", ""))
+        user = str((body.get("user") or {}).get("id", ""))
+        message = body.get("message") or {}
+
+        async def reply(m: Message) -> None:
+            await respond(text=m.text, blocks=m.blocks, response_type="ephemeral", replace_original=False)
+
+        refusal = await self._refusal(channel, user)
+        if refusal is not None:
+            await reply(plain_message(refusal))
+            return
+        files = [f for f in message.get("files") or [] if f.get("id")]
+        if not files:
+            await reply(plain_message(msg.NO_BUNDLE_ATTACHED))
+            return
+        thread = str(message.get("thread_ts") or message.get("ts") or body.get("message_ts"))
+        for f in files:
+            await self._enqueue_file(f, channel, thread, user, reply, event_id=None, asked=True, quiet_same=False)
 
     # --- /crashcart ---------------------------------------------------------------------------------
 
@@ -171,9 +293,15 @@ class Handlers:
         if verb == "help" or arity.get(verb) != len(words):
             await ack(text=msg.HELP if verb == "help" else msg.USAGE)
             return
-        await ack()
         channel = str(command.get("channel_id", ""))
-        if verb in DIAGNOSE_VERBS:
+        if not self.access.channel_allowed(channel):
+            await ack(text=msg.NOT_ENABLED_HERE)
+            return
+        await ack()
+        refusal = await self._refusal(channel, command.get("user_id"))
+        if refusal is not None:
+            reply = plain_message(refusal)
+        elif verb in DIAGNOSE_VERBS:
             reply = await self._command_diagnose(command, words[1])
         elif verb == "status":
             reply = await asyncio.to_thread(incident_status, self.store, self.queue, channel, words[1])
@@ -197,9 +325,10 @@ class Handlers:
             user=command.get("user_id"),
             source=job_id,
             name=f"job {job_id}",
+            explicit=True,
         )
         if job is None:
-            return plain_message(msg.ALREADY_QUEUED.format(name=f"job {job_id}"))
+            return plain_message(msg.ALREADY_QUEUED.format(name=f"job {code(job_id, 80)}"))
         try:  # the status message starts the thread: posted now, so a refusal reaches the user
             job = await self.worker.post_status(job)
         except SLACK_ERRORS as exc:
@@ -209,133 +338,26 @@ class Handlers:
             await asyncio.to_thread(self.queue.update, job.id, state="failed", error=reason)
             return plain_message(reason if error in CANNOT_POST else f"{reason}. Nothing was queued.")
         self.worker.submit(job)
-        return plain_message(msg.JOB_QUEUED.format(job_id=job_id))
+        return plain_message(msg.JOB_QUEUED.format(job_id=code(job_id, 80)))
 
     async def _job_problem(self, job_id: str) -> str | None:
         """Why a job id cannot be analysed, or None when its bundle is in the jobs directory."""
         jobs_dir = self.settings.slack.jobs_dir
         if jobs_dir is None:
+            log.info("a job-id lookup was asked for, but CRASHCART_JOBS_DIR is not set")
             return msg.NO_JOBS_DIR
         if not JOB_ID.fullmatch(job_id) or ".." in job_id:
-            return msg.BAD_JOB_ID.format(job_id=job_id[:80].replace("`", "'"))
+            return msg.BAD_JOB_ID.format(job_id=code(job_id, 80))
         if await asyncio.to_thread(find_job_bundle, jobs_dir, job_id) is None:
-            return msg.JOB_NOT_FOUND.format(job_id=job_id)
+            return msg.JOB_NOT_FOUND.format(job_id=code(job_id, 80))
         return None
 
-    # --- runbook buttons and the reject modal ------------------------------------------------------
 
-    async def on_approve(self, ack: AsyncAck, body: dict[str, Any], action: dict[str, Any]) -> None:
-        await ack()
-        user, channel, ts, thread = _who_where(body)
-        incident, plan = parse_action_value(str(action.get("value", "")))
-        if not await self._may_decide(user, channel, thread, incident, "approval"):
-            return
-        log.info("approve by %s of %s plan %s (action_ts %s)", user, incident, plan, action.get("action_ts"))
-        decide = functools.partial(approve_runbook, self.store, incident, user, plan_hash=plan)
-        await self._decide(decide, incident, user, channel, ts, thread)
-
-    async def on_reject(self, ack: AsyncAck, body: dict[str, Any], action: dict[str, Any]) -> None:
-        await ack()
-        user, channel, ts, thread = _who_where(body)
-        # trigger_id expires about 3 s after the click: decide now only from what is known without
-        # asking Slack; otherwise open the modal and let the submission's check decide
-        incident, plan = parse_action_value(str(action.get("value", "")))
-        verdict = self.approvers.known(user)
-        if verdict is not None and verdict != "allowed":
-            await self._refuse(verdict, user, channel, thread, incident, "rejection")
-            return
-        meta = json.dumps({"incident": incident, "plan": plan, "channel": channel, "ts": ts, "thread": thread})
-        try:
-            await self.client.views_open(trigger_id=str(body["trigger_id"]), view=reject_modal(meta))
-        except SLACK_ERRORS as exc:
-            log.warning("views.open for %s failed: %s", user, slack_error(exc))
-            await self._ephemeral(channel, user, thread, msg.MODAL_FAILED.format(error=slack_error(exc)))
-
-    async def on_reject_submit(self, ack: AsyncAck, body: dict[str, Any], view: dict[str, Any]) -> None:
-        values = view.get("state", {}).get("values", {})
-        reason = str((values.get(REASON_BLOCK, {}).get(REASON_INPUT, {}) or {}).get("value") or "").strip()
-        if not reason:
-            await ack(response_action="errors", errors={REASON_BLOCK: msg.REASON_REQUIRED})
-            return
-        await ack()
-        meta = json.loads(view.get("private_metadata") or "{}")
-        user = str(body["user"]["id"])
-        channel, ts, thread = str(meta.get("channel", "")), str(meta.get("ts", "")), meta.get("thread")
-        incident, plan = str(meta.get("incident", "")), meta.get("plan")
-        if not await self._may_decide(user, channel, thread, incident, "rejection"):  # the modal is not proof
-            return
-        log.info("reject by %s of %s plan %s", user, incident, plan)
-        decide = functools.partial(reject_runbook, self.store, incident, user, reason, plan_hash=plan)
-        await self._decide(decide, incident, user, channel, ts, thread)
-
-    async def _decide(
-        self, decide: Callable[[], RunbookRecord], incident: str, user: str, channel: str, ts: str, thread: str | None
-    ) -> None:
-        """Record an allowed approval or rejection, then show the runbook's new state (or why it was refused)."""
-        try:
-            record = await asyncio.to_thread(decide)
-        except CrashCartError as exc:
-            await self._refused(exc, incident, user, channel, ts, thread)
-            return
-        await self._show_runbook(record, channel, ts)
-
-    async def _may_decide(self, user: str, channel: str, thread: str | None, incident: str, what: Decision) -> bool:
-        verdict = await self.approvers.check(user)
-        if verdict == "allowed":
-            return True
-        await self._refuse(verdict, user, channel, thread, incident, what)
-        return False
-
-    async def _refuse(
-        self, verdict: Verdict, user: str, channel: str, thread: str | None, incident: str, what: Decision
-    ) -> None:
-        """An ephemeral refusal; the attempt goes into the audit trail (the runbook's state is unchanged)."""
-        log.info("runbook %s by %s refused: %s", what, user, verdict)
-        why = {
-            "unknown": f"membership of {user} in the approver group could not be checked",
-            "unconfigured": "no runbook approvers are configured",
-        }.get(verdict, f"{user} is not an approver of runbooks")
-        try:
-            await asyncio.to_thread(record_runbook_refusal, self.store, incident, user, f"{what} refused: {why}")
-        except CrashCartError as exc:  # no such incident or runbook: nothing to record against
-            log.warning("refusal of %s not recorded: %s", user, exc)
-        text = {"unknown": msg.APPROVERS_UNKNOWN, "unconfigured": msg.NO_APPROVERS}.get(verdict, msg.NOT_APPROVER)
-        await self._ephemeral(channel, user, thread, text)
-
-    async def _refused(
-        self, exc: CrashCartError, incident: str, user: str, channel: str, ts: str, thread: str | None
-    ) -> None:
-        await self._ephemeral(channel, user, thread, msg.error_reason(exc))
-        try:  # show the current state (e.g. someone else decided first)
-            record = await asyncio.to_thread(get_runbook, self.store, incident)
-        except CrashCartError:
-            return
-        await self._show_runbook(record, channel, ts)
-
-    async def _show_runbook(self, record: RunbookRecord, channel: str, ts: str) -> None:
-        message = runbook_message(record)
-        await self.client.chat_update(channel=channel, ts=ts, text=message.text, blocks=message.blocks)
-
-    async def _ephemeral(self, channel: str, user: str, thread: str | None, text: str) -> None:
-        try:
-            await self.client.chat_postEphemeral(channel=channel, user=user, text=text, thread_ts=thread)
-        except SLACK_ERRORS as exc:
-            log.warning("ephemeral reply failed: %s", slack_error(exc))
-
-    async def _post(self, channel: str, thread: str | None, message: Message) -> None:
-        await self.client.chat_postMessage(
-            channel=channel, thread_ts=thread, text=message.text, blocks=message.blocks, unfurl_links=False
-        )
-
-
-def _who_where(body: dict[str, Any]) -> tuple[str, str, str, str | None]:
-    """The clicking user (from the verified payload) and the message clicked: channel, ts, thread."""
-    container = body.get("container") or {}
-    message = body.get("message") or {}
-    channel = container.get("channel_id") or (body.get("channel") or {}).get("id", "")
-    ts = container.get("message_ts") or message.get("ts", "")
-    thread = container.get("thread_ts") or message.get("thread_ts")
-    return str(body["user"]["id"]), str(channel), str(ts), thread
+def _wanted(f: dict[str, Any], asked: bool) -> bool:
+    """Bundles always; single logs and files the bot cannot read only when the message asks the bot."""
+    if f.get("mode") == "file_access" or not f.get("name"):
+        return True  # a stub: files.info tells the worker what it is
+    return asked or file_kind(str(f["name"])) == "bundle"
 
 
 def build_app(
@@ -347,6 +369,8 @@ def build_app(
     approvers: Approvers,
     *,
     mode: Mode,
+    team_id: str | None = None,
+    workspace_url: str = "",
 ) -> tuple[AsyncApp, Handlers]:
     """The AsyncApp using ``client`` (the process's one Web API client) and our listeners."""
     secret = settings.slack.signing_secret
@@ -360,6 +384,8 @@ def build_app(
         raise_error_for_unhandled_request=False,
         logger=logging.getLogger("bot.bolt"),
     )
-    handlers = Handlers(settings, client, queue, worker, store, approvers)
+    slack = settings.slack
+    access = Access(client, team_id=team_id, channels=slack.channels, allowed_bots=slack.allowed_bots)
+    handlers = Handlers(settings, client, queue, worker, store, approvers, access, workspace_url)
     handlers.register(app)
     return app, handlers

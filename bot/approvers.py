@@ -17,8 +17,12 @@ import aiohttp
 from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot.mrkdwn import group_mention, mention
+
 Verdict = Literal["allowed", "denied", "unknown", "unconfigured"]
 log = logging.getLogger(__name__)
+# What a Web API lookup raises once the client's retry handlers gave up: the caller denies.
+SLACK_LOOKUP_ERRORS: tuple[type[Exception], ...] = (SlackApiError, SlackClientError, aiohttp.ClientError, TimeoutError)
 
 
 class Approvers:
@@ -39,6 +43,12 @@ class Approvers:
         self._members: frozenset[str] | None = None
         self._fetched_at = 0.0
         self._lock = asyncio.Lock()
+
+    def mention(self) -> str | None:
+        """Whom a proposed runbook waits for: the approver group, else the listed approvers."""
+        if self.group is not None:
+            return group_mention(self.group)
+        return ", ".join(mention(u) for u in sorted(self.user_ids)) or None
 
     def known(self, user_id: str) -> Verdict | None:
         """The verdict from the static list and a fresh cached group only; None when Slack must be asked.
@@ -70,7 +80,7 @@ class Approvers:
                 return self._members
             try:
                 resp = await self._client.usergroups_users_list(usergroup=str(self.group))
-            except (SlackApiError, SlackClientError, aiohttp.ClientError, TimeoutError) as exc:
+            except SLACK_LOOKUP_ERRORS as exc:
                 log.warning("usergroups.users.list failed for %s: %s", self.group, type(exc).__name__)
                 return None
             users = resp.get("users")

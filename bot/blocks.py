@@ -3,16 +3,18 @@
 Input: ``DiagnosisDocument`` / ``RunbookRecord``; output: ``Message(text, blocks)``. Pure, no I/O.
 Limits: 50 blocks, 3,000 characters a section, 150 a header, and about 13k characters in all
 (Slack's undocumented ``msg_blocks_too_long``): long content goes to the uploaded files, and a cut
-list says "and N more". Log text is redacted before it is quoted; only verified citations are shown.
+list says "and N more". Every outside string goes through ``bot.mrkdwn.escape`` (the fallback ``text``
+too); only verified citations are shown; classes are shown by their catalogue titles, times with
+``<!date^…>``. Every mrkdwn object is ``verbatim``, so Slack links nothing the bot did not write itself.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
 from typing import Any, NamedTuple
 
-from crashcart import DiagnosisDocument, RunbookRecord, llm_summary, redact_text
+from bot.mrkdwn import clip, code, date, escape, iso_date, mention
+from crashcart import DiagnosisDocument, RunbookRecord, llm_summary, load_catalogue
 
 Block = dict[str, Any]
 
@@ -30,39 +32,26 @@ MAX_STEPS = 12
 APPROVE_ACTION = "runbook_approve"
 REJECT_ACTION = "runbook_reject"
 REJECT_MODAL = "runbook_reject_modal"
+RERUN_ACTION = "job_rerun"
 REASON_BLOCK = "reason"
 REASON_INPUT = "reason_input"
 
 
 class Message(NamedTuple):
-    text: str  # the notification / fallback text
+    text: str  # the notification / fallback text (mrkdwn: escaped like the blocks)
     blocks: list[Block]
 
 
-# --- redaction ---------------------------------------------------------------------------------------
+def title(class_id: str) -> str:
+    """The class's plain-English catalogue title (the terminal shows the same)."""
+    return load_catalogue().class_title(class_id)
 
 
-def redact_for_slack(text: str) -> str:
-    """Every piece of log or model text passes through here before it is posted (DESIGN §6)."""
-    return redact_text(text)
+# --- block helpers -----------------------------------------------------------------------------------
 
 
-# --- text helpers ------------------------------------------------------------------------------------
-
-
-def clip(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def escape(text: str) -> str:
-    """mrkdwn control characters (&, <, >) as entities, so log text cannot ping or link."""
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-
-
-def code(text: str, limit: int = MAX_QUOTE) -> str:
-    """Inline code of untrusted text: one line, redacted, escaped, clipped; backticks cannot close it."""
-    one_line = " ".join(redact_for_slack(text).split()).replace("`", "'")
-    return f"`{escape(clip(one_line, limit)) or ' '}`"
+def mrkdwn(text: str) -> Block:
+    return {"type": "mrkdwn", "text": text, "verbatim": True}
 
 
 def cut_list(lines: Sequence[str], *, max_items: int, max_chars: int, more: str) -> list[str]:
@@ -80,18 +69,31 @@ def cut_list(lines: Sequence[str], *, max_items: int, max_chars: int, more: str)
 
 
 def section(text: str, block_id: str | None = None) -> Block:
-    block: Block = {"type": "section", "text": {"type": "mrkdwn", "text": clip(text, MAX_SECTION)}}
+    block: Block = {"type": "section", "text": mrkdwn(clip(text, MAX_SECTION))}
     if block_id:
         block["block_id"] = block_id
     return block
 
 
 def header(text: str) -> Block:
+    """A plain-text header (Slack renders nothing in plain text, so outside text needs no escaping here)."""
     return {"type": "header", "text": {"type": "plain_text", "text": clip(text, MAX_HEADER), "emoji": True}}
 
 
 def context(text: str) -> Block:
-    return {"type": "context", "elements": [{"type": "mrkdwn", "text": clip(text, MAX_CONTEXT)}]}
+    return {"type": "context", "elements": [mrkdwn(clip(text, MAX_CONTEXT))]}
+
+
+def button(action_id: str, label: str, value: str, style: str | None = None) -> Block:
+    element: Block = {"type": "button", "action_id": action_id, "value": value}
+    element["text"] = {"type": "plain_text", "text": label}
+    if style:
+        element["style"] = style
+    return element
+
+
+def rerun_actions(value: str, label: str) -> Block:
+    return {"type": "actions", "block_id": "rerun", "elements": [button(RERUN_ACTION, label, value)]}
 
 
 def text_length(value: Any) -> int:
@@ -144,32 +146,35 @@ def culprit_text(doc: DiagnosisDocument) -> str:
         f"rank {c.rank}" if c.rank is not None else "",
         f"GPU {code(c.gpu, 80)}" if c.gpu else "",
     ]
-    return " · ".join(p for p in parts if p) or "not named by a verified citation"
+    return " · ".join(p for p in parts if p)
 
 
-def diagnosis_message(doc: DiagnosisDocument) -> Message:
+def verdict_line(doc: DiagnosisDocument) -> str:
+    """One line for the channel: the cause's title, where, and the summary."""
+    root = doc.root_cause
+    where = culprit_text(doc)
+    line = f"*{escape(title(root.class_))}*" + (f" on {where}" if where else "")
+    return line + f" — {escape(clip(' '.join(root.summary.split()), 200))}"
+
+
+def diagnosis_message(doc: DiagnosisDocument, *, requester: str | None = None) -> Message:
     """Root cause, culprit, confidence, verified evidence, symptoms with counts, and what was left out."""
     root = doc.root_cause
-    summary = escape(redact_for_slack(root.summary))
     blocks: list[Block] = [
-        header(f"Root cause: {root.class_}"),
-        section(summary, block_id="root_cause"),
+        header(f"Root cause: {title(root.class_)}"),
+        section(escape(root.summary), block_id="root_cause"),
         {
             "type": "section",
             "block_id": "facts",
             "fields": [
-                {"type": "mrkdwn", "text": f"*Culprit*\n{culprit_text(doc)}"},
-                {"type": "mrkdwn", "text": f"*Confidence*\n{confidence_label(root.confidence)}"},
-                {"type": "mrkdwn", "text": f"*Time*\n{root.time or 'unknown'}"},
-                {
-                    "type": "mrkdwn",
-                    "text": f"*Incident*\n`{doc.incident_id}`"
-                    + (f" (job {code(doc.job_id, 60)})" if doc.job_id else ""),
-                },
+                mrkdwn(f"*Culprit*\n{culprit_text(doc) or 'not named by a verified citation'}"),
+                mrkdwn(f"*Confidence*\n{confidence_label(root.confidence)}"),
+                mrkdwn(f"*Time*\n{iso_date(root.time) or escape(root.time or 'unknown')}"),
+                mrkdwn(f"*Incident*\n`{doc.incident_id}`" + (f" (job {code(doc.job_id, 60)})" if doc.job_id else "")),
             ],
         },
     ]
-    evidence = [f"✅ verified `{escape(c.file)}:{c.line}`\n> {code(c.text)}" for c in root.citations if c.verified]
+    evidence = [f"✅ verified {code(f'{c.file}:{c.line}')}\n> {code(c.text)}" for c in root.citations if c.verified]
     if evidence:
         lines = cut_list(evidence, max_items=MAX_CITATIONS, max_chars=MAX_SECTION - 40, more="in the postmortem")
         blocks.append(section("*Evidence*\n" + "\n".join(lines), block_id="evidence"))
@@ -182,29 +187,32 @@ def diagnosis_message(doc: DiagnosisDocument) -> Message:
         rows = []
         for s in doc.symptoms:
             first = next((c for c in s.citations if c.verified), None)
-            where = f" — first at `{escape(first.file)}:{first.line}`" if first else ""
-            rows.append(f"• *{s.count}×* `{s.class_}`: {escape(redact_for_slack(clip(s.summary, 200)))}{where}")
+            where = f" — first at {code(f'{first.file}:{first.line}')}" if first else ""
+            rows.append(f"• *{s.count}×* {escape(title(s.class_))}: {escape(clip(s.summary, 200))}{where}")
         lines = cut_list(rows, max_items=MAX_SYMPTOMS, max_chars=MAX_SECTION - 40, more="symptoms in the postmortem")
         blocks.append(section("*Symptoms explained*\n" + "\n".join(lines), block_id="symptoms"))
     if doc.contributing:
-        rows = [f"• `{c.class_}`: {escape(redact_for_slack(clip(c.summary, 200)))}" for c in doc.contributing]
+        rows = [f"• {escape(title(c.class_))}: {escape(clip(c.summary, 200))}" for c in doc.contributing]
         lines = cut_list(rows, max_items=5, max_chars=1500, more="in the postmortem")
         blocks.append(section("*Contributing*\n" + "\n".join(lines), block_id="contributing"))
     if root.class_ == "unknown" and doc.hypotheses:
-        rows = [f"• `{h.class_}` ({h.score:.2f}): {escape(clip(h.why_not, 200))}" for h in doc.hypotheses]
+        rows = [f"• {escape(title(h.class_))} ({h.score:.2f}): {escape(clip(h.why_not, 200))}" for h in doc.hypotheses]
         lines = cut_list(rows, max_items=5, max_chars=1500, more="in the postmortem")
         blocks.append(section("*Hypotheses*\n" + "\n".join(lines), block_id="hypotheses"))
     stats = doc.stats
     note = f"{stats.files} files, {stats.lines:,} lines, {stats.findings} findings in {stats.seconds:.1f} s"
-    note += f" · engine {doc.engine}"
+    note += f" · engine {escape(doc.engine)}"
     if doc.partial:
         note += " · partial answer"
+    if requester:
+        note += f" · for {mention(requester)}"
     blocks.append(context(note))
     models = llm_summary(stats.llm)
     if models:
         blocks.append(context(escape(models)))
-    text = clip(f"Root cause: {root.class_} — {redact_for_slack(root.summary)}", MAX_FALLBACK)
-    return Message(text, fit(blocks))
+    lead = f"{mention(requester)} " if requester else ""
+    text = f"{lead}Root cause: {escape(title(root.class_))} — {escape(clip(' '.join(root.summary.split()), 200))}"
+    return Message(clip(text, MAX_FALLBACK), fit(blocks))
 
 
 # --- runbook -----------------------------------------------------------------------------------------
@@ -220,68 +228,56 @@ def parse_action_value(value: str) -> tuple[str, str | None]:
     return incident, plan or None
 
 
-def _when(at: datetime | None) -> str:
-    return f"{at:%Y-%m-%d %H:%M} UTC" if at else "unknown time"
-
-
-def runbook_message(record: RunbookRecord) -> Message:
-    """The dry-run plan; Approve (with a confirm dialog) / Reject buttons while it is proposed,
-    and who decided, when and why once it is not."""
-    fence, quotes = "`" * 3, "'" * 3
+def runbook_message(record: RunbookRecord, *, awaiting: str | None = None) -> Message:
+    """The dry-run plan; Approve (with a confirm dialog) / Reject buttons while it is proposed (and, in
+    ``awaiting``, whom it waits for), and who decided, when and why once it is not."""
+    fence = "`" * 3
     steps = [
-        f"*{n}. {escape(s.title)}* — risk {s.risk}\n{fence}{s.command.replace(fence, quotes)}{fence}"
+        f"*{n}. {escape(s.title)}* — risk {escape(s.risk)}\n{fence}{escape(s.command, code=True)}{fence}"
         for n, s in enumerate(record.steps, 1)
     ]
     lines = cut_list(steps, max_items=MAX_STEPS, max_chars=MAX_SECTION - 60, more="steps in the postmortem")
     body = "\n".join(lines) if steps else "No catalogue step applies: nothing to run."
     blocks: list[Block] = [
-        header(f"Dry-run runbook: {record.incident_id}"),
-        context(f"CrashCart never executes a runbook. Plan `sha256:{record.plan_hash[:16]}` (v{record.version})."),
+        header(f"Dry-run runbook: {title(record.class_id)}"),
+        context(
+            f"Incident `{record.incident_id}` · CrashCart never executes a runbook."
+            f" Plan `sha256:{record.plan_hash[:16]}` (v{record.version})."
+        ),
         section(body, block_id="steps"),
     ]
     if record.state == "proposed":
         value = action_value(record)
+        approve = button(APPROVE_ACTION, "Approve", value, "primary")
+        approve["confirm"] = {
+            "title": {"type": "plain_text", "text": "Approve this runbook?"},
+            "text": mrkdwn("This records your approval of this exact plan. CrashCart will not run it."),
+            "confirm": {"type": "plain_text", "text": "Approve"},
+            "deny": {"type": "plain_text", "text": "Cancel"},
+        }
         blocks.append(
             {
                 "type": "actions",
                 "block_id": "runbook_actions",
-                "elements": [
-                    {
-                        "type": "button",
-                        "action_id": APPROVE_ACTION,
-                        "style": "primary",
-                        "value": value,
-                        "text": {"type": "plain_text", "text": "Approve"},
-                        "confirm": {
-                            "title": {"type": "plain_text", "text": "Approve this runbook?"},
-                            "text": {
-                                "type": "mrkdwn",
-                                "text": "This records your approval of this exact plan. CrashCart will not run it.",
-                            },
-                            "confirm": {"type": "plain_text", "text": "Approve"},
-                            "deny": {"type": "plain_text", "text": "Cancel"},
-                        },
-                    },
-                    {
-                        "type": "button",
-                        "action_id": REJECT_ACTION,
-                        "style": "danger",
-                        "value": value,
-                        "text": {"type": "plain_text", "text": "Reject"},
-                    },
-                ],
+                "elements": [approve, button(REJECT_ACTION, "Reject", value, "danger")],
             }
         )
-        state = "proposed"
-    elif record.state == "approved":
-        state = f"approved by <@{record.decided_by}>"
-        blocks.append(context(f"✅ Approved by <@{record.decided_by}> at {_when(record.decided_at)}."))
+        if awaiting:
+            blocks.append(context(f"Awaiting approval by {awaiting}."))
+        state = f"awaiting approval by {awaiting}" if awaiting else "proposed"
+    elif record.state == "approved" and record.decided_by:
+        when = date(record.decided_at) if record.decided_at else ""
+        state = f"approved by {mention(record.decided_by)}"
+        blocks.append(context(f"✅ Approved by {mention(record.decided_by)} {when}."))
+    elif record.decided_by:
+        when = date(record.decided_at) if record.decided_at else ""
+        reason = escape(clip(record.reason or "", 500))
+        state = f"rejected by {mention(record.decided_by)}"
+        blocks.append(context(f"❌ Rejected by {mention(record.decided_by)} {when}: {reason}"))
     else:
-        reason = escape(redact_for_slack(clip(record.reason or "", 500)))
-        state = f"rejected by <@{record.decided_by}>"
-        blocks.append(context(f"❌ Rejected by <@{record.decided_by}> at {_when(record.decided_at)}: {reason}"))
+        state = escape(record.state)
     text = f"Dry-run runbook for {record.incident_id} ({len(record.steps)} steps): {state}"
-    return Message(text, fit(blocks, more="in the runbook"))
+    return Message(clip(text, MAX_FALLBACK), fit(blocks, more="in the runbook"))
 
 
 def reject_modal(meta: str) -> dict[str, Any]:
@@ -312,19 +308,25 @@ def reject_modal(meta: str) -> dict[str, Any]:
 # --- status ------------------------------------------------------------------------------------------
 
 
-def status_message(headline: str, stages: Sequence[str] = (), current: str | None = None, note: str = "") -> Message:
-    """The status message of a job, updated in place: a headline and the stages done so far."""
+def status_message(
+    headline: str, stages: Sequence[str] = (), current: str | None = None, *, note: str = "", extra: Block | None = None
+) -> Message:
+    """A job's status message, updated in place: a headline (mrkdwn, already escaped), the stages done so
+    far while it runs (none once it ended), a note, and an optional block (a Re-run button)."""
     blocks = [section(headline, block_id="status")]
-    marks = [f"✓ {s}" for s in stages if s != current]
+    marks = [f"✓ {escape(s)}" for s in stages if s != current]
     if current:
-        marks.append(f"⏳ {current}")
+        marks.append(f"⏳ {escape(current)}")
     line = " · ".join(marks)
     if note:
-        line = f"{line} {note}".strip()
+        line = f"{line} · {note}" if line else note
     if line:
         blocks.append(context(line))
+    if extra is not None:
+        blocks.append(extra)
     return Message(clip(headline, MAX_FALLBACK), blocks)
 
 
-def plain_message(text: str) -> Message:
-    return Message(clip(text, MAX_FALLBACK), [section(text)])
+def plain_message(text: str, *, extra: Block | None = None) -> Message:
+    """A one-section message of our own words (outside parts already escaped by the caller)."""
+    return Message(clip(text, MAX_FALLBACK), [section(text), *([extra] if extra else [])])

@@ -13,12 +13,15 @@ import tarfile
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
 import aiohttp
 
-BUNDLE_SUFFIXES = (".tar.gz", ".tgz", ".tar", ".zip")
+# What the core reads (crashcart.ingest): archives, and single logs (plain or .gz).
+BUNDLE_SUFFIXES = (".tar.gz", ".tgz", ".tar", ".tar.bz2", ".tbz2", ".tbz", ".tar.xz", ".txz", ".zip")
+LOG_SUFFIXES = (".log", ".txt", ".out", ".err", ".stdout", ".stderr")
+FileKind = Literal["bundle", "log", "unsupported"]
 JOB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 SLACK_FILE_HOSTS = frozenset({"files.slack.com"})
 CHUNK = 1024 * 1024
@@ -46,6 +49,16 @@ class SlackFile:
 
 def is_bundle_name(name: str | None) -> bool:
     return bool(name) and str(name).lower().endswith(BUNDLE_SUFFIXES)
+
+
+def file_kind(name: str | None) -> FileKind:
+    """An archive (analysed whenever uploaded), a single log (analysed when asked for), or neither."""
+    lower = str(name or "").lower()
+    if lower.endswith(BUNDLE_SUFFIXES):
+        return "bundle"
+    if lower.removesuffix(".gz").endswith(LOG_SUFFIXES) or (lower.endswith(".gz") and ".tar." not in lower):
+        return "log"
+    return "unsupported"
 
 
 def safe_name(name: str) -> str:
@@ -140,16 +153,25 @@ def find_job_bundle(jobs_dir: Path, job_id: str) -> Path | None:
     return None
 
 
+def bundle_size(path: Path) -> int:
+    """Bytes of a bundle file, or of every file under a bundle directory."""
+    if path.is_dir():
+        return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+    return path.stat().st_size
+
+
 def count_files(path: Path) -> int | None:
     """Files in a bundle, for the status line; None when counting would cost a pass over a big archive."""
     try:
         if path.is_dir():
             return sum(1 for p in path.rglob("*") if p.is_file())
         name = path.name.lower()
+        if file_kind(name) == "log":
+            return 1
         if name.endswith(".zip"):
             with zipfile.ZipFile(path) as zf:
                 return sum(1 for i in zf.infolist() if not i.is_dir())
-        if name.endswith(".tar") or path.stat().st_size <= COUNT_LIMIT_BYTES:
+        if name.endswith(".tar") or (name.endswith((".tar.gz", ".tgz")) and path.stat().st_size <= COUNT_LIMIT_BYTES):
             with tarfile.open(path) as tf:
                 return sum(1 for m in tf if m.isfile())
     except (OSError, tarfile.TarError, zipfile.BadZipFile, EOFError):

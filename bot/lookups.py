@@ -9,20 +9,17 @@ Sync, reads SQLite: callers run these in a thread.
 from __future__ import annotations
 
 from bot import messages as msg
-from bot.blocks import Message, code, diagnosis_message, plain_message, runbook_message
+from bot.blocks import Message, diagnosis_message, plain_message, runbook_message, title
+from bot.mrkdwn import code, date, escape
 from bot.queue import JobQueue
 from crashcart import IncidentNotFound, IncidentSummary, RunbookError, Store, get_runbook
 
 MAX_LISTED = 10
 
 
-def _quoted(text: str) -> str:
-    return text[:80].replace("`", "'")
-
-
 def incident_status(store: Store, queue: JobQueue, channel: str, incident: str) -> Message:
     """The diagnosis and runbook state of an incident of this channel (``incident`` may be a prefix)."""
-    unknown = plain_message(msg.UNKNOWN_INCIDENT.format(incident=_quoted(incident)))
+    unknown = plain_message(msg.UNKNOWN_INCIDENT.format(incident=code(incident, 80)))
     try:
         stored = store.get(incident)
     except IncidentNotFound:
@@ -42,7 +39,7 @@ def job_runs(store: Store, queue: JobQueue, channel: str, job_id: str) -> Messag
     """Past diagnoses of a job, in this channel."""
     mine = set(queue.incidents_in(channel))
     runs = [s for s in store.search(job_id, 50) if s.job_id == job_id and s.id in mine]
-    return summaries(runs, msg.NO_RUNS_FOR_JOB.format(job_id=_quoted(job_id)))
+    return summaries(runs, msg.NO_RUNS_FOR_JOB.format(job_id=code(job_id, 80)))
 
 
 def recent(store: Store, queue: JobQueue, channel: str) -> Message:
@@ -61,7 +58,7 @@ def summaries(rows: list[IncidentSummary], empty: str) -> Message:
     if not rows:
         return plain_message(empty)
     lines = [
-        f"• `{r.id}` {r.updated_at:%Y-%m-%d %H:%M} · job {code(r.job_id or '-', 60)} · `{r.root_class}`"
+        f"• `{r.id}` {date(r.updated_at)} · job {code(r.job_id or '-', 60)} · *{escape(title(r.root_class))}*"
         f" ({r.confidence:.0%}) · {r.runs} run{'s' if r.runs != 1 else ''}"
         for r in rows
     ]

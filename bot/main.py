@@ -126,12 +126,25 @@ class BotRuntime:
         except (SlackClientError, OSError) as exc:
             raise BotConfigError(f"cannot reach Slack at {slack.api_url} ({type(exc).__name__})") from exc
         log.info("connected to Slack as %s (team %s)", auth.get("user_id"), auth.get("team_id"))
-        self.worker = Worker(
-            self.settings, self.client, self.queue, self.store, status_interval_s=self._status_interval
-        )
         approvers = Approvers(slack.approvers, slack.approver_group, self.client)
+        self.worker = Worker(
+            self.settings,
+            self.client,
+            self.queue,
+            self.store,
+            status_interval_s=self._status_interval,
+            awaiting=approvers.mention(),
+        )
         app, self.handlers = build_app(
-            self.settings, self.client, self.queue, self.worker, self.store, approvers, mode=self.mode
+            self.settings,
+            self.client,
+            self.queue,
+            self.worker,
+            self.store,
+            approvers,
+            mode=self.mode,
+            team_id=str(auth.get("team_id") or "") or None,
+            workspace_url=str(auth.get("url") or ""),
         )
         if self.mode == "http":
             web_app = app.web_app(path=EVENTS_PATH)

@@ -61,8 +61,17 @@ def _v1_jobs_and_events(db: Database) -> None:
         db.execute(statement)
 
 
+def _v2_explicit(db: Database) -> None:
+    # 1 when someone asked for this analysis (a mention, the shortcut, a command, Re-run): single logs
+    # and unsupported files get an answer only then
+    db.execute("ALTER TABLE bot_jobs ADD COLUMN explicit INTEGER NOT NULL DEFAULT 0")
+
+
 # The bot's own migration set in the store's mechanism (recorded in bot_schema_migrations).
-MIGRATIONS = (Migration(1, "jobs and seen event ids", _v1_jobs_and_events),)
+MIGRATIONS = (
+    Migration(1, "jobs and seen event ids", _v1_jobs_and_events),
+    Migration(2, "jobs someone asked for", _v2_explicit),
+)
 
 
 @dataclass(frozen=True)
@@ -88,6 +97,7 @@ class Job:
     error: str | None
     created_at: str
     updated_at: str
+    explicit: bool = False
 
     @property
     def thread(self) -> str | None:
@@ -96,7 +106,7 @@ class Job:
 
 
 _COLUMNS = tuple(f.name for f in fields(Job))
-_MUTABLE = frozenset(_COLUMNS) - {"id", "dedupe_key", "kind", "channel", "source", "created_at"}
+_MUTABLE = frozenset(_COLUMNS) - {"id", "dedupe_key", "kind", "channel", "source", "created_at", "explicit"}
 
 
 def _now() -> str:
@@ -106,6 +116,7 @@ def _now() -> str:
 def _row(row: sqlite3.Row) -> Job:
     data: dict[str, Any] = {k: row[k] for k in _COLUMNS}
     data["files_done"] = bool(data["files_done"])
+    data["explicit"] = bool(data["explicit"])
     return Job(**data)
 
 
@@ -150,6 +161,7 @@ class JobQueue:
         name: str | None = None,
         size: int | None = None,
         event_id: str | None = None,
+        explicit: bool = False,
     ) -> Job | None:
         """Record a new job, or return None when this event or this dedupe key was seen before.
 
@@ -169,8 +181,8 @@ class JobQueue:
             job_id = f"bj-{uuid.uuid4().hex[:12]}"
             cur = conn.execute(
                 "INSERT OR IGNORE INTO bot_jobs (id, dedupe_key, kind, channel, thread_ts, user, source, name,"
-                " size, state, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'queued', ?, ?)",
-                (job_id, dedupe_key, kind, channel, thread_ts, user, source, name, size, now, now),
+                " size, state, created_at, updated_at, explicit) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'queued', ?, ?, ?)",
+                (job_id, dedupe_key, kind, channel, thread_ts, user, source, name, size, now, now, int(explicit)),
             )
             if cur.rowcount == 0:
                 return None
@@ -201,6 +213,29 @@ class JobQueue:
         with self._lock:
             rows = self._conn.execute("SELECT * FROM bot_jobs ORDER BY created_at, id").fetchall()
         return [_row(r) for r in rows]
+
+    def find(self, dedupe_key: str) -> Job | None:
+        """The job recorded under ``dedupe_key`` (the first analysis of a file in a channel), if any."""
+        with self._lock:
+            row = self._conn.execute("SELECT * FROM bot_jobs WHERE dedupe_key = ?", (dedupe_key,)).fetchone()
+        return None if row is None else _row(row)
+
+    def runbook_posts(self, incident_id: str) -> list[Job]:
+        """Every job whose thread shows this incident's runbook (one bundle uploaded twice: two threads)."""
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT * FROM bot_jobs WHERE incident_id = ? AND runbook_ts IS NOT NULL ORDER BY created_at, id",
+                (incident_id,),
+            ).fetchall()
+        return [_row(r) for r in rows]
+
+    def with_incidents(self, channels: frozenset[str]) -> list[Job]:
+        """Jobs in ``channels`` that produced an incident, most recently updated first."""
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT * FROM bot_jobs WHERE incident_id IS NOT NULL ORDER BY updated_at DESC, id"
+            ).fetchall()
+        return [j for j in map(_row, rows) if j.channel in channels]
 
     def incidents_in(self, channel: str) -> list[str]:
         """Incident ids the bot's jobs in ``channel`` produced, most recently updated first."""

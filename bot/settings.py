@@ -29,6 +29,8 @@ class SlackSettings(BaseModel):
     max_upload_bytes: int = Field(default=2 * 1024**3, ge=1)
     max_jobs: int = Field(default=2, ge=1)
     job_timeout_s: float = Field(default=900.0, gt=0)
+    channels: tuple[str, ...] = ()  # empty: every channel the bot is in
+    allowed_bots: tuple[str, ...] = ()
 
 
 _DEFAULT = SlackSettings()
@@ -50,6 +52,8 @@ class BotSettings(Settings):
     bot_max_upload_bytes: int = Field(default=_DEFAULT.max_upload_bytes, ge=1)
     bot_max_jobs: int = Field(default=_DEFAULT.max_jobs, ge=1)
     bot_job_timeout_s: float = Field(default=_DEFAULT.job_timeout_s, gt=0)
+    bot_channels: str = ""  # comma-separated channel ids (CRASHCART_BOT_CHANNELS)
+    bot_allowed_bots: str = ""  # comma-separated bot ids, B… (CRASHCART_BOT_ALLOWED_BOTS)
 
     @cached_property
     def slack(self) -> SlackSettings:
@@ -64,4 +68,10 @@ class BotSettings(Settings):
             max_upload_bytes=self.bot_max_upload_bytes,
             max_jobs=self.bot_max_jobs,
             job_timeout_s=self.bot_job_timeout_s,
+            channels=_ids(self.bot_channels),
+            allowed_bots=_ids(self.bot_allowed_bots),
         )
+
+
+def _ids(value: str) -> tuple[str, ...]:
+    return tuple(v.strip() for v in value.split(",") if v.strip())

@@ -4,6 +4,7 @@ The public surface is ``__all__``; everything else is internal. ``diagnose`` run
 pipeline (ingest, scan, group, reduce, verify, report) on a bundle path.
 """
 
+from crashcart.catalogue import load_catalogue
 from crashcart.errors import (
     BundleError,
     BundleNotFound,
@@ -64,6 +65,7 @@ __all__ = [
     "diagnose",
     "get_runbook",
     "llm_summary",
+    "load_catalogue",
     "open_bundle",
     "record_runbook_refusal",
     "redact_text",

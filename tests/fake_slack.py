@@ -2,7 +2,10 @@
 
 The real ``AsyncWebClient(base_url=fake.api_url)``, the real Bolt ``AsyncApp`` and the real Socket
 Mode client talk to it. It records every call (``fake.calls``), keeps posted messages by ts
-(``fake.messages``), and fails on demand (``fake.fail_next("chat.postMessage", status=429)``).
+(``fake.messages``), answers ``users.info`` per user (``fake.users``: a full member of the workspace
+unless set otherwise), ``users.conversations`` from ``fake.memberships``, keeps the App Home views
+``views.publish`` set (``fake.home``), collects every text and block the bot sent anywhere
+(``fake.outgoing()``), and fails on demand (``fake.fail_next("chat.postMessage", status=429)``).
 It also builds realistic payloads (events, slash commands, block actions, view submissions) and
 signs them the way Slack does.
 """
@@ -67,6 +70,10 @@ class FakeSlack:
     upload_names: dict[str, str] = field(default_factory=dict)
     responses: list[dict[str, Any]] = field(default_factory=list)
     usergroups: dict[str, list[str]] = field(default_factory=dict)
+    users: dict[str, dict[str, Any]] = field(default_factory=dict)  # users.info answers; absent: a member
+    memberships: dict[str, list[str]] = field(default_factory=dict)  # user -> channels (users.conversations)
+    home: dict[str, dict[str, Any]] = field(default_factory=dict)  # user -> the view views.publish set
+    acks: list[str] = field(default_factory=list)  # bodies the bot answered requests with (BotUnderTest)
     downloads: list[dict[str, str]] = field(default_factory=list)
     ws_acks: list[dict[str, Any]] = field(default_factory=list)
     sent_envelopes: list[str] = field(default_factory=list)  # envelope ids pushed over the websocket
@@ -134,6 +141,25 @@ class FakeSlack:
         if status == 429 and retry_after is None:
             retry_after = 0
         self._failures.setdefault(method, []).extend(Failure(status, error, retry_after) for _ in range(times))
+
+    def set_user(self, user: str, **fields: Any) -> None:
+        """What ``users.info`` says about ``user`` (e.g. ``is_restricted=True``, ``team_id="T0OTHER"``)."""
+        self.users[user] = {"id": user, "team_id": TEAM, "is_restricted": False, "is_ultra_restricted": False} | fields
+
+    def outgoing(self) -> list[str]:
+        """Every string the bot sent for people to read: message texts and blocks, ephemerals, views,
+        response_url posts, command acks and upload comments (JSON-encoded where structured)."""
+        out: list[str] = []
+        for call in self.calls:
+            p = call.params
+            if call.method.startswith(("chat.", "views.")):
+                out += [str(p.get("text") or ""), json.dumps(p.get("blocks") or [], ensure_ascii=False)]
+                out.append(json.dumps(p.get("view") or {}, ensure_ascii=False))
+            if call.method == "files.completeUploadExternal":
+                out.append(str(p.get("initial_comment") or ""))
+        for response in self.responses:
+            out.append(json.dumps(response, ensure_ascii=False))
+        return out + self.acks
 
     def calls_to(self, method: str) -> list[Call]:
         return [c for c in self.calls if c.method == method]
@@ -260,6 +286,7 @@ class FakeSlack:
             "blocks": p.get("blocks") or [],
             "updates": 0,
             "history": [],  # earlier texts, oldest first
+            "broadcast": bool(p.get("reply_broadcast")),
         }
         return {"ok": True, "channel": p["channel"], "ts": ts, "message": {"text": p.get("text", ""), "ts": ts}}
 
@@ -270,6 +297,22 @@ class FakeSlack:
         message["history"].append(message["text"])
         message.update(text=p.get("text", ""), blocks=p.get("blocks") or [], updates=message["updates"] + 1)
         return {"ok": True, "channel": p["channel"], "ts": p["ts"]}
+
+    def _m_users_info(self, p: dict[str, Any]) -> dict[str, Any]:
+        user = str(p.get("user", ""))
+        if not user:
+            return {"ok": False, "error": "user_not_found"}
+        info = self.users.get(user) or {"id": user, "team_id": TEAM, "is_restricted": False}
+        return {"ok": True, "user": {"name": user.lower(), "is_bot": False, "is_stranger": False, **info}}
+
+    def _m_users_conversations(self, p: dict[str, Any]) -> dict[str, Any]:
+        channels = self.memberships.get(str(p.get("user", "")), [])
+        return {"ok": True, "channels": [{"id": c} for c in channels], "response_metadata": {"next_cursor": ""}}
+
+    def _m_views_publish(self, p: dict[str, Any]) -> dict[str, Any]:
+        view = p["view"] if isinstance(p["view"], dict) else json.loads(p["view"])
+        self.home[str(p["user_id"])] = view
+        return {"ok": True, "view": {"id": f"V{next(self._ids)}", **view}}
 
     def _m_chat_postEphemeral(self, p: dict[str, Any]) -> dict[str, Any]:
         return {"ok": True, "message_ts": self._next_ts()}
@@ -340,12 +383,18 @@ class FakeSlack:
 
 
 def file_share_event(
-    channel: str, files: list[dict[str, Any]], *, event_id: str, ts: str, user: str = "UUPLOADER"
+    channel: str,
+    files: list[dict[str, Any]],
+    *,
+    event_id: str,
+    ts: str,
+    user: str = "UUPLOADER",
+    text: str = "bundle from the failed run",
 ) -> dict[str, Any]:
     event = {
         "type": "message",
         "subtype": "file_share",
-        "text": "bundle from the failed run",
+        "text": text,
         "user": user,
         "channel": channel,
         "channel_type": "channel",
@@ -430,6 +479,31 @@ def block_action(message: dict[str, Any], action_id: str, *, user: str, fake: Fa
     }
 
 
+def message_shortcut(
+    message: dict[str, Any], *, user: str, fake: FakeSlack, channel: str = "C0INCIDENT", team: str = TEAM
+) -> dict[str, Any]:
+    """*Diagnose with CrashCart* from a message's menu (``message`` as Slack shows it: ts, files, …)."""
+    return {
+        "type": "message_action",
+        "callback_id": "diagnose_message",
+        "trigger_id": f"trigger-{next(fake._ids)}",
+        "action_ts": f"{time.time():.6f}",
+        "message_ts": message["ts"],
+        "response_url": f"{fake.url}/response/{next(fake._ids)}",
+        "team": {"id": TEAM, "domain": "fake"},
+        "user": {"id": user, "username": user.lower(), "name": user.lower(), "team_id": team},
+        "channel": {"id": channel, "name": "incidents"},
+        "message": {"type": "message", "user": "UUPLOADER", **message},
+        "api_app_id": APP_ID,
+        "token": "legacy",
+    }
+
+
+def home_opened(user: str, *, event_id: str) -> dict[str, Any]:
+    event = {"type": "app_home_opened", "user": user, "channel": "D0HOME", "tab": "home", "event_ts": "1.1"}
+    return event_callback(event, event_id=event_id)
+
+
 def view_submission(view: dict[str, Any], reason: str | None, *, user: str) -> dict[str, Any]:
     """The submission of a modal the bot opened (``view`` as sent to ``views.open``)."""
     return {
@@ -450,6 +524,19 @@ def view_submission(view: dict[str, Any], reason: str | None, *, user: str) -> d
         },
         "response_urls": [],
     }
+
+
+def button_value(message: dict[str, Any], action_id: str = "runbook_approve") -> str:
+    """The value of a button in a recorded message (the runbook's is ``incident:plan``)."""
+    return str(
+        next(
+            e["value"]
+            for b in message["blocks"]
+            if b["type"] == "actions"
+            for e in b["elements"]
+            if e["action_id"] == action_id
+        )
+    )
 
 
 def signed_headers(body: str, *, secret: str = SIGNING_SECRET, timestamp: int | None = None) -> dict[str, str]:
@@ -508,6 +595,7 @@ class BotUnderTest:
     ) -> tuple[int, str]:
         if self.mode == "socket":
             ack = await self.fake.send_envelope(kind, payload, retry_attempt=retry)
+            self.fake.acks.append(json.dumps(ack.get("payload", {}), ensure_ascii=False))
             return 200, json.dumps(ack.get("payload", {}))
         import aiohttp
 
@@ -519,7 +607,9 @@ class BotUnderTest:
             aiohttp.ClientSession(trust_env=False) as session,
             session.post(f"{self.base}/slack/events", data=body.encode(), headers=sent) as resp,
         ):
-            return resp.status, await resp.text()
+            text = await resp.text()
+            self.fake.acks.append(text)
+            return resp.status, text
 
     async def drain(self) -> None:
         assert self.runtime.worker is not None

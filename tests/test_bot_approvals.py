@@ -16,6 +16,7 @@ from fake_slack import (
     block_action,
     bot_settings,
     bundle_bytes,
+    button_value,
     file_share_event,
     view_submission,
 )
@@ -37,7 +38,7 @@ async def runbook_message(bot: BotUnderTest, slack: FakeSlack, ts: str = "170000
 
 
 def incident_of(message: dict[str, Any]) -> str:
-    return str(message["blocks"][-1]["elements"][0]["value"].split(":")[0])
+    return button_value(message).split(":")[0]
 
 
 async def test_reject_opens_the_modal_before_asking_slack_about_the_group(slack: FakeSlack, tmp_path: Path) -> None:

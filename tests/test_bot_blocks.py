@@ -21,12 +21,12 @@ from bot.blocks import (
     cut_list,
     diagnosis_message,
     fit,
-    redact_for_slack,
     section,
     text_length,
 )
 from bot.messages import ERROR_MESSAGES, error_reason, human_seconds
-from crashcart import CrashCartError, DiagnosisDocument, Settings, diagnose
+from bot.mrkdwn import escape
+from crashcart import CrashCartError, DiagnosisDocument, Settings, diagnose, load_catalogue
 from crashcart.models import DocCitation, DocSymptom
 
 
@@ -107,13 +107,13 @@ def test_log_text_is_redacted_and_escaped(document: DiagnosisDocument) -> None:
     text = all_text(diagnosis_message(doc).blocks)
     assert "xoxb-1234-5678-abcdefghijkl" not in text
     assert "<!channel>" not in text and "&lt;!channel&gt;" in text
-    assert "xoxb-9999-abcdefghijkl" not in redact_for_slack("token xoxb-9999-abcdefghijkl")
+    assert "xoxb-9999-abcdefghijkl" not in escape("token xoxb-9999-abcdefghijkl")
 
 
 def test_symptom_counts_and_first_citations(document: DiagnosisDocument) -> None:
     text = all_text(diagnosis_message(document).blocks)
     for s in document.symptoms[:3]:
-        assert f"*{s.count}×* `{s.class_}`" in text
+        assert f"*{s.count}×* {load_catalogue().class_title(s.class_)}" in text
     assert isinstance(document.symptoms[0], DocSymptom)
 
 

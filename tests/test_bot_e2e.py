@@ -15,6 +15,7 @@ from fake_slack import (
     block_action,
     bot_settings,
     bundle_bytes,
+    button_value,
     file_share_event,
     view_submission,
 )
@@ -66,24 +67,33 @@ async def test_upload_to_approval(slack: FakeSlack, tmp_path: Path, mode: str) -
         status_msg = thread[0]
         assert status_msg["thread_ts"] == UPLOAD_TS
         assert status_msg["updates"] >= 2
-        assert status_msg["text"].startswith("✅ Analysed bundle `gpu-fell-off-bus.tar.gz` (45 files")
+        # ... to the one-line root cause, which is also in the channel (a broadcast reply), without stage names
+        assert status_msg["text"].startswith("✅ *GPU fell off the PCIe bus* on node `h100-b06-40` · rank 15")
+        assert (
+            "incident `cc-" in status_msg["text"]
+            and "(analysed `gpu-fell-off-bus.tar.gz`, 45 files" in status_msg["text"]
+        )
+        assert status_msg["broadcast"] and "✓" not in json.dumps(status_msg["blocks"], ensure_ascii=False)
         first_post = slack.calls_to("chat.postMessage")[0].params
-        assert first_post["text"].startswith("⏳ Analysing bundle `gpu-fell-off-bus.tar.gz`")
+        assert first_post["text"].startswith("⏳ Analysing `gpu-fell-off-bus.tar.gz` (")
+        assert "waiting for a free worker" not in first_post["text"]  # a slot was free
         size = f"{len(bundle_bytes()) / 1024:.1f} KB"
-        assert f"⏳ Analysing bundle `gpu-fell-off-bus.tar.gz` (45 files, {size})…" in status_msg["history"]
+        assert f"⏳ Analysing `gpu-fell-off-bus.tar.gz` (45 files, {size})…" in status_msg["history"]
 
         # files.info, then the private download with the bot token
         assert slack.calls_to("files.info")[-1].params["file"] == entry["id"]
         assert slack.downloads == [{"file": entry["id"], "authorization": f"Bearer {slack.bot_token}"}]
 
         # the diagnosis: root cause, culprit, confidence, verified citation with its quoted text, symptoms
-        diagnosis = next(m for m in thread if m["text"].startswith("Root cause:"))
+        # the diagnosis lands as a new message that mentions the uploader
+        diagnosis = next(m for m in thread if "Root cause:" in m["text"])
+        assert diagnosis["text"].startswith("<@UUPLOADER> Root cause: GPU fell off the PCIe bus")
         text = json.dumps(diagnosis["blocks"], ensure_ascii=False)
-        assert "gpu_fallen_off_bus" in text
+        assert "Root cause: GPU fell off the PCIe bus" in text
         assert "h100-b06-40" in text and "rank 15" in text and "high (95%)" in text
         assert "✅ verified `gpu-fell-off-bus/nodes/h100-b06-40/kern.log:26`" in text
         assert "GPU has fallen off the bus." in text
-        assert "*168×* `nccl_watchdog_timeout`" in text
+        assert "*168×* NCCL collective timed out (watchdog)" in text
 
         # postmortem and timeline in one upload, in the thread
         [complete] = slack.calls_to("files.completeUploadExternal")
@@ -95,7 +105,7 @@ async def test_upload_to_approval(slack: FakeSlack, tmp_path: Path, mode: str) -
         assert any(b"gpu-fell-off-bus/nodes/h100-b06-40/kern.log:26" in d for d in uploaded)
 
         # one analysis only, despite the retry
-        assert sum(1 for m in thread if m["text"].startswith("Root cause:")) == 1
+        assert sum(1 for m in thread if "Root cause:" in m["text"]) == 1
         assert len(slack.calls_to("files.completeUploadExternal")) == 1
 
         # the runbook, with Approve (behind a confirm dialog) and Reject
@@ -119,7 +129,12 @@ async def test_upload_to_approval(slack: FakeSlack, tmp_path: Path, mode: str) -
         await slack.wait_for(lambda: runbook["updates"] >= 1)
         assert "approved by <@UAPPROVER>" in runbook["text"]
         assert not has_buttons(runbook)
-        assert any("Approved by <@UAPPROVER> at" in json.dumps(b, ensure_ascii=False) for b in runbook["blocks"])
+        assert any("Approved by <@UAPPROVER> <!date^" in json.dumps(b, ensure_ascii=False) for b in runbook["blocks"])
+        # ... and says so in the thread, in a new message
+        decided = await slack.wait_for(
+            lambda: [m for m in slack.thread(CHANNEL, UPLOAD_TS) if "approved the runbook" in m["text"]]
+        )
+        assert decided[0]["text"].startswith("✅ <@UAPPROVER> approved the runbook of incident")
         assert bot.runtime.store is not None
         record = get_runbook(bot.runtime.store, incident)
         assert (record.state, record.decided_by) == ("approved", "UAPPROVER")
@@ -138,7 +153,7 @@ async def test_reject_asks_for_a_reason(slack: FakeSlack, tmp_path: Path) -> Non
         runbook = await upload_and_wait(
             bot, slack, "driver-too-old.tgz", data, event_id="Ev0100", ts="1700000001.000100"
         )
-        incident = runbook["blocks"][-1]["elements"][0]["value"].split(":")[0]
+        incident = button_value(runbook).split(":")[0]
 
         # a non-approver gets no modal
         await bot.deliver("interactive", block_action(runbook, "runbook_reject", user="UINTRUDER", fake=slack))
@@ -192,5 +207,5 @@ async def test_reject_asks_for_a_reason(slack: FakeSlack, tmp_path: Path) -> Non
             ),
         )
         late = await slack.wait_for(lambda: slack.calls_to("chat.postEphemeral")[before:])
-        assert "already rejected" in late[0].params["text"]
+        assert late[0].params["text"].startswith("This runbook was already rejected by <@UAPPROVER> <!date^")
         assert get_runbook(bot.runtime.store, incident).state == "rejected"

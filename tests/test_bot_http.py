@@ -134,7 +134,7 @@ async def test_rate_limited_post_is_retried(bot: BotUnderTest, slack: FakeSlack)
     await bot.drain()
     posts = slack.calls_to("chat.postMessage")
     assert posts[0].params["text"] == posts[1].params["text"]  # the rate-limited status message, sent again
-    assert posts[1].params["text"].startswith("⏳ Analysing bundle")
+    assert posts[1].params["text"].startswith("⏳ Analysing `gpu-fell-off-bus.tar.gz`")
     assert len(posts) == len(slack.messages) + 1
     assert [j.state for j in jobs(bot)] == ["done"]
 
@@ -147,8 +147,13 @@ async def test_a_broken_bundle_gets_a_short_reason(bot: BotUnderTest, slack: Fak
     [job] = jobs(bot)
     texts = [m["text"] for m in slack.messages.values()]
     reply = texts[-1]
-    assert reply.startswith("❌ Could not analyse bundle `broken.tar.gz`: the archive is truncated or malformed")
-    assert f"job `{job.id}`" in reply
+    assert reply.startswith("❌ Could not analyse `broken.tar.gz`: the archive is truncated or malformed")
+    assert reply.endswith(
+        "Check that the bundle holds the job's logs (rank, kernel and scheduler logs), then upload it again."
+    )
+    shown = [b["text"]["text"] for m in slack.messages.values() for b in m["blocks"] if b["type"] == "section"]
+    assert all(job.id not in t for t in [*texts, *shown])  # the internal queue id is shown nowhere
+    assert len(texts) == 1  # one message: the status message became the failure
     assert all("Traceback" not in t for t in texts)
     assert slack.calls_to("files.completeUploadExternal") == []
 
@@ -163,7 +168,7 @@ async def test_a_slack_failure_names_the_incident(bot: BotUnderTest, slack: Fake
     assert job.incident_id is not None
     status = slack.messages[str(job.status_ts)]
     assert status["text"] == (
-        f"❌ Could not analyse bundle `gpu-fell-off-bus.tar.gz`: Slack refused a request (not_in_channel) "
-        f"(incident `{job.incident_id}`)."
+        f"❌ Could not analyse `gpu-fell-off-bus.tar.gz`: Slack refused a request (not_in_channel). "
+        f"Incident `{job.incident_id}`. Click *Re-run* to try again."
     )
     assert json.dumps(status["blocks"]).count("Traceback") == 0

@@ -23,6 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 EVENT_REQUIREMENTS: dict[str, dict[str, str]] = {
     "message": {"message.channels": "channels:history", "message.groups": "groups:history"},
     "app_mention": {"app_mention": "app_mentions:read"},
+    "app_home_opened": {"app_home_opened": ""},  # no scope: a bot user is enough
 }
 # Web API methods (as AsyncWebClient method names) -> the bot scope they need (None: no scope).
 METHOD_SCOPES: dict[str, str | None] = {
@@ -34,6 +35,9 @@ METHOD_SCOPES: dict[str, str | None] = {
     "files_upload_v2": "files:write",
     "usergroups_users_list": "usergroups:read",
     "views_open": None,
+    "views_publish": None,
+    "users_info": "users:read",
+    "users_conversations": "channels:read",
 }
 
 
@@ -69,14 +73,14 @@ def listened_events(tmp_path: Path) -> set[str]:
 
 def test_every_listened_event_is_subscribed_with_its_scope(manifest: dict[str, Any], tmp_path: Path) -> None:
     events = listened_events(tmp_path)
-    assert events == {"message", "app_mention"}
+    assert events == {"message", "app_mention", "app_home_opened"}
     subscribed = set(manifest["settings"]["event_subscriptions"]["bot_events"])
     scopes = set(manifest["oauth_config"]["scopes"]["bot"])
     for event in events:
         assert event in EVENT_REQUIREMENTS, f"add the bot events and scopes of {event!r} to this test and manifest.yml"
         for bot_event, scope in EVENT_REQUIREMENTS[event].items():
             assert bot_event in subscribed, bot_event
-            assert scope in scopes, scope
+            assert not scope or scope in scopes, scope
 
 
 def test_every_web_api_call_has_its_scope(manifest: dict[str, Any]) -> None:
@@ -100,3 +104,18 @@ def test_command_interactivity_and_socket_mode(manifest: dict[str, Any]) -> None
     # a Messages tab without message.im would invite DMs the bot never hears
     dms = "message.im" in manifest["settings"]["event_subscriptions"]["bot_events"]
     assert manifest["features"]["app_home"]["messages_tab_enabled"] is dms
+
+
+def test_home_tab_and_message_shortcut(manifest: dict[str, Any]) -> None:
+    from bot.app import SHORTCUT
+
+    assert manifest["features"]["app_home"]["home_tab_enabled"] is True
+    [shortcut] = manifest["features"]["shortcuts"]
+    assert (shortcut["type"], shortcut["callback_id"], shortcut["name"]) == (
+        "message",
+        SHORTCUT,
+        "Diagnose with CrashCart",
+    )
+    assert len(shortcut["description"]) <= 80
+    # the Home tab lists private channels too: users.conversations needs both read scopes
+    assert {"channels:read", "groups:read", "users:read"} <= set(manifest["oauth_config"]["scopes"]["bot"])
