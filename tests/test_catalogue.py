@@ -475,6 +475,19 @@ INCIDENT_LINES = [
     ),
     ("[ 3751.2] INFO: task kworker/u16:2:123 blocked for more than 120 seconds.", "kernel.hung_task"),
     ("  exitcode  : -15 (pid: 4015791)", None),
+    # issue 14: the emitter decides the class, not the loudest word on the line
+    ("node23:12098:12141 [2] transport/nvls.cc:244 NCCL WARN Cuda failure 1 'invalid argument'", "nccl.nvls_warn"),
+    ("[rank1]: RuntimeError: CUDA error: invalid argument", "cuda.api_error"),
+    ("OSError: [Errno 28] No space left on device: '/dev/shm/torch_1234_5678'", "storage.shm_no_space"),
+    ("OSError: [Errno 28] No space left on device: '/ckpt/step_100.pt'", "storage.no_space"),
+    ("slurmstepd: error: execve(): /home/u/train.sbatch: No such file or directory", "slurm.stepd_execve"),
+    ("slurmstepd: error: mkdir(/var/spool/slurmd/job77): No space left on device", "slurm.stepd_setup_failed"),
+    (
+        "ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory.",
+        "ray.memory_monitor_kill",
+    ),
+    ("h:1:2 [0] graph/topo.h:269 NCCL WARN Could not find NET with id 2", "nccl.topology_failure"),
+    ("NVRM: GPU1 _kgspRpcRecvPoll: GSP RM heartbeat timed out", "kernel.gsp_heartbeat"),
 ]
 
 

@@ -53,7 +53,7 @@ def add_wrapped(cat: Catalogue, bundle: Bundle, bf: BundleFile, findings: list[F
             if j >= len(lines):
                 break
             cont = views[j]
-            if cont.rank != head.rank or not _joinable(parts[-1], cont.rest):
+            if cont.rank not in (None, head.rank) or not _joinable(parts[-1], cont.rest):
                 break
             nxt = cont.rest.strip()
             for sep in ("", " "):
