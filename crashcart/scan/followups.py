@@ -37,7 +37,7 @@ _MIN_DETAIL_PRIORITY = 55
 _CAUSED_BY = re.compile(r"caused by previous Xid (?P<xid>\d+)", re.IGNORECASE)
 _RECOVERY = re.compile(r"recovery action changed from .* to 0x[0-9a-fA-F]+ \((?P<action>[^)]*)\)")
 _SCALE_KEYS = ("loss_scale", "attempted", "reduced")
-_SKIP_SIGNATURE = "fp16.overflow_skip"
+_SKIP_SIGNATURES = frozenset({"fp16.overflow_skip", "fp16.overflow_skip_fairseq"})
 _FLOOR_SIGNATURE = "fp16.min_loss_scale"
 _MIN_TREND = 4  # overflow skips that make a trend
 _END_SLACK = 3  # a skip among the last lines of the log
@@ -206,7 +206,7 @@ def _scale(f: Finding) -> float | None:
 def _loss_scale_trend(
     cat: Catalogue, bundle: Bundle, bf: BundleFile, findings: list[Finding], make: Maker
 ) -> list[Finding]:
-    skips = [f for f in findings if f.signature == _SKIP_SIGNATURE]
+    skips = [f for f in findings if f.signature in _SKIP_SIGNATURES]
     if len(skips) < 3 or any(f.signature == _FLOOR_SIGNATURE for f in findings):
         return []
     per_rank: dict[int | None, list[Finding]] = defaultdict(list)
