@@ -21,13 +21,31 @@ from crashcart.text import prefix
 #: (signature index, head line text, evidence without ids, fields) -> a numbered Finding
 Maker = Callable[[int, str, list[Evidence], dict[str, str]], Finding]
 
-MAX_BYTES = 512 * 1024  # only small files (pasted logs); large logs are written by programs, not terminals
+MAX_BYTES = 256 * 1024  # only small files (pasted logs); large logs are written by programs, not terminals
 MAX_SPAN = 3  # lines one wrapped message may cover
 MIN_HEAD = 30  # a wrapped head line is long
 _NEW_RECORD = re.compile(
     r"^(?:\[?\d{4}-\d\d-\d\d[ T]|\[?[A-Z][a-z]{2} [ \d]?\d \d\d:|[IWEF]\d{4} \d\d:|\[ *\d+\.\d+\]|"
     r"[\w.-]+:\d+:\d+ \[\d+\] |Traceback |During handling|The above exception|\S+Error\b|\S+Exception\b)"
 )
+
+# A failure message's head names what failed: every signature worth joining for has one of these words in
+# its first part (NCCL/c10d/NVRM/Slurm/CUDA wordings). Lines without any are never joined.
+_HINTS = (
+    "error", "fail", "warn", "timeout", "timed out", "watchdog", "xid", "nccl", "kill", "exception", "abort",
+    "oom", "memory", "denied", "refused", "cannot", "unable", "fatal", "panic", "nan", "inf", "overflow",
+    "slurm", "signal", "cuda", "gpu", "lost", "closed", "reset",
+)  # fmt: skip
+
+
+def _hinted(raw: str) -> bool:
+    low = raw.lower()
+    return any(k in low for k in _HINTS)
+
+
+def _could_continue(raw: str) -> bool:
+    """A terminal's continuation starts at column 0 and is not a new record (clock, prefix, traceback)."""
+    return bool(raw) and not raw[0].isspace() and not _NEW_RECORD.match(raw)
 
 
 def _joinable(head: str, cont: str) -> bool:
@@ -41,18 +59,27 @@ def add_wrapped(cat: Catalogue, bundle: Bundle, bf: BundleFile, findings: list[F
     lines = bundle.read_lines(bf.path, 1, 1_000_000)
     if len(lines) < 2:
         return findings
-    views = [prefix.view(t) for t in lines]
+    views: dict[int, prefix.Prefix] = {}
+
+    def view(i: int) -> prefix.Prefix:
+        got = views.get(i)
+        if got is None:
+            got = views[i] = prefix.view(lines[i])
+        return got
+
     joined: list[tuple[str, int, int, int]] = []  # (text, head line, span, junction end)
     for i in range(len(lines) - 1):
-        head = views[i]
+        if len(lines[i]) < MIN_HEAD or not _could_continue(lines[i + 1]) or not _hinted(lines[i]):
+            continue  # cheap tests on the raw lines first: most pairs stop here
+        head = view(i)
         if len(head.rest.rstrip()) < MIN_HEAD:
             continue
         parts = [head.rest.rstrip()]
         for k in range(1, MAX_SPAN):
             j = i + k
-            if j >= len(lines):
+            if j >= len(lines) or not _could_continue(lines[j]):
                 break
-            cont = views[j]
+            cont = view(j)
             if cont.rank not in (None, head.rank) or not _joinable(parts[-1], cont.rest):
                 break
             nxt = cont.rest.strip()
