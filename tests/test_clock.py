@@ -92,6 +92,8 @@ ABSOLUTE = [
     ("after-tee-prefix", "[default0]:[rank12]:[2026-11-30 02:13:07] x", T, None),
     ("glog-with-year", "E20261130 02:13:07.408271 1 f.cc:1] x", utc(2026, 11, 30, 2, 13, 7, 408271), None),
     ("earliest-wins", "2026-11-30T02:13:07Z job ended at 2026-12-01T00:00:00Z", T, None),
+    # torchelastic's failure summary (multiprocessing/errors/__init__.py: time.strftime("%Y-%m-%d_%H:%M:%S"))
+    ("torchelastic-summary", "  time      : 2026-11-30_02:13:07", T, "2026-11-30_02:13:07"),
 ]
 
 
@@ -168,6 +170,26 @@ NO_YEAR = [
     ),
     ("kern-log-with-dmesg-stamp", "Nov 30 02:13:07 h kernel: [12345.678901] NVRM: x", T, None),
     ("pdsh-syslog", "gpu-node-017: Nov 30 02:13:07 gpu-node-017 kernel: x", T, None),
+    # c10d's glog prefix after the rank prefix, with nanoseconds (ProcessGroupNCCL, socket.cpp) and torchrun's
+    # microseconds (torch/distributed/elastic/utils/logging.py): the clocks of real PyTorch logs
+    (
+        "c10d-rank-prefix",
+        "[rank3]:[E1130 02:13:07.519017581 ProcessGroupNCCL.cpp:632] [Rank 3] Watchdog caught collective operation",
+        utc(2026, 11, 30, 2, 13, 7, 519017),
+        None,
+    ),
+    (
+        "c10d-socket",
+        "[I1130 02:13:07.330758816 socket.cpp:955] [c10d] The client socket has timed out after 900000ms",
+        utc(2026, 11, 30, 2, 13, 7, 330758),
+        None,
+    ),
+    (
+        "torchrun-agent",
+        "W1130 02:13:07.281000 1234 torch/distributed/run.py:793] ",
+        utc(2026, 11, 30, 2, 13, 7, 281000),
+        None,
+    ),
 ]
 
 

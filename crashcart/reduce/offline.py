@@ -34,6 +34,7 @@ from crashcart.reduce.causal import (
     score,
     versions,
 )
+from crashcart.reduce.hangs import explained_by_wait, hang_candidate, throughput_drop, trusted_times, waits
 from crashcart.verify import gpu_named, node_named, rank_named
 
 MIN_SCORE = 30.0
@@ -45,6 +46,7 @@ def reduce_offline(
     groups: list[Group], findings: list[Finding], topo: Topology, last: dict[int, RankLast]
 ) -> Diagnosis:
     """Decide the root cause; explain everything else as contributing factors or symptoms."""
+    findings = trusted_times(findings)  # an inherited time the file's next clock contradicts is no time
     pic = picture(findings, topo)
     cands = candidates(groups, findings)
     mismatch = versions(findings)
@@ -67,6 +69,7 @@ def reduce_offline(
     earliest = min(times) if times else None
     for c in cands:
         score(c, pic, topo, findings, last, earliest)
+    _add_hangs(cands, findings, topo, last)
     hardware_first(cands)
     cands.sort(key=lambda c: (-c.score, c.time is None, c.time or datetime.max.astimezone(), c.class_id))
     best = cands[0] if cands else None
@@ -87,6 +90,19 @@ def reduce_offline(
                 return _compose(fallback, cands, groups, findings, topo, pic, last)
         return _unknown(cands, groups, findings, topo, pic)
     return _compose(best, [c for c in cands if c is not best], groups, findings, topo, pic, last)
+
+
+def _add_hangs(cands: list[Candidate], findings: list[Finding], topo: Topology, last: dict[int, RankLast]) -> None:
+    """Hung, busy and slow ranks that no error line names (``hangs``), competing with the other candidates."""
+    hang = hang_candidate(findings, topo, last)
+    if hang is not None:
+        explained_by_wait(cands, waits(findings), hang)
+    for extra in (hang, throughput_drop(findings)):
+        if extra is None:
+            continue
+        same = next((c for c in cands if c.class_id == extra.class_id), None)
+        if same is None or same.score < extra.score:
+            cands[:] = [c for c in cands if c is not same] + [extra]
 
 
 SHORT_TIMEOUT_MS = 300_000  # below both PyTorch defaults (10 and 30 minutes)

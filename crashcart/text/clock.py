@@ -18,7 +18,16 @@ from typing import NamedTuple
 from crashcart.models import ClockKind
 from crashcart.text.prefix import split_prefix
 
-__all__ = ["ClockContext", "ParsedTime", "detect_clock", "infer_year", "parse_time", "to_iso"]
+__all__ = [
+    "INHERIT_LIMIT",
+    "ClockContext",
+    "ParsedTime",
+    "detect_clock",
+    "infer_year",
+    "inherited_is_stale",
+    "parse_time",
+    "to_iso",
+]
 
 
 @dataclass(frozen=True)
@@ -54,8 +63,9 @@ _EPOCH_KEYS = "ts|time|timestamp|@timestamp|epoch|t"  # JSON fields that may hol
 
 # One alternation, so a single left-to-right pass finds the earliest timestamp of any format.
 _TIME = re.compile(
-    # ISO-8601 / RFC 3339 / Python logging / Slurm / sacct / journalctl short-iso / RFC 5424 / Go log
-    r"(?P<iso>(?<!\d)(?P<iY>\d{4})(?P<isep>[-/])(?P<im>\d\d)(?P=isep)(?P<id>\d\d)[T ]"
+    # ISO-8601 / RFC 3339 / Python logging / Slurm / sacct / journalctl short-iso / RFC 5424 / Go log, and
+    # torchelastic's failure summary "time : 2026-12-01_22:02:37" (errors/__init__.py: "%Y-%m-%d_%H:%M:%S")
+    r"(?P<iso>(?<!\d)(?P<iY>\d{4})(?P<isep>[-/])(?P<im>\d\d)(?P=isep)(?P<id>\d\d)[T _]"
     r"(?P<iH>\d\d):(?P<iM>\d\d):(?P<iS>\d\d)(?:[.,](?P<iF>\d{1,9}))?"
     r"(?:(?P<iZ>Z)|[ ]?(?P<iO>[+-]\d\d:?\d\d|UTC|GMT)(?![\w:]))?(?!\d))"
     # glog / klog / torchrun / PyTorch c10d: E1130 02:13:07.408271257, [E626 ...] (month unpadded)
@@ -247,6 +257,18 @@ def infer_year(lines: Iterable[str]) -> int | None:
     if not years:
         return None
     return max(years, key=lambda year: (years[year], year))
+
+
+INHERIT_LIMIT = timedelta(minutes=5)
+
+
+def inherited_is_stale(inherited: datetime, next_own: datetime | None, limit: timedelta = INHERIT_LIMIT) -> bool:
+    """Whether a time a clock-less line took from an earlier line is contradicted by the next line that has a clock.
+
+    The rule both the scan's inheritance and its consumers apply: when the file's next own clock after the line is
+    more than ``limit`` later than the inherited time, the earlier line (a launch banner, the last line before a long
+    silence) says nothing about when this line was written. No next clock: nothing contradicts it."""
+    return next_own is not None and next_own - inherited > limit
 
 
 def to_iso(t: datetime | None) -> str | None:

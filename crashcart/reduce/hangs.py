@@ -1,0 +1,362 @@
+"""Hung and slow ranks that no error line names (TAXONOMY classes 5 and 35; §1 rule 2, "which rank did not arrive").
+
+Input: findings (with the progress facts of the ``progress.*`` signatures), topology, each rank's last line.
+Output: scored ``Candidate``s for the offline reduce, and the penalties they imply for other candidates:
+
+- *long work*: the others wait in a collective while one rank works outside any: a progress bar of non-collective
+  work (tokenization, a datasets map, evaluation, checkpoint loading) whose elapsed time reaches the collective's
+  timeout, or an announced step (an index build, a JIT extension build, tokenization) that the silent rank printed
+  last -> ``rank_hang_or_missing_rank`` citing that line;
+- *silent rank*: the others time out in a collective and one rank printed neither a timeout nor an error ->
+  ``rank_hang_or_missing_rank`` citing its last line;
+- *stack dumps*: py-spy dumps where every process but one waits in a collective -> the odd process;
+- *throughput drop*: iteration times that step up and stay up -> ``straggler_fail_slow``.
+
+Times inherited from far above a line are not trusted (``trusted_times``). Pure.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Iterable
+from datetime import datetime, timedelta
+from statistics import median
+
+from crashcart.models import Finding, RankLast, Topology
+from crashcart.reduce.causal import Candidate
+from crashcart.text import clock
+from crashcart.text.prefix import split_prefix
+
+WAIT_CLASSES = frozenset({"nccl_watchdog_timeout"})  # every backend's "a collective did not complete"
+# What a waiting rank's own error says (the exception lines that carry a collective timeout, whatever their class):
+# c10d ProcessGroupNCCL "Watchdog caught collective operation timeout", gloo unbound_buffer.cc "Timed out waiting
+# <ms>ms for recv|send operation to complete", ProcessGroupGloo::monitoredBarrier "failed to pass monitoredBarrier".
+_WAIT_TEXT = re.compile(
+    r"Watchdog caught collective operation timeout|Timed out waiting \d+ms for (?:recv|send) operation"
+    r"|failed to pass monitoredBarrier|Timeout at NCCL work"
+)
+_GLOO_MS = re.compile(r"Timed out waiting (\d+)ms")
+HANG = "rank_hang_or_missing_rank"
+SLOW = "straggler_fail_slow"
+
+BASE_SILENT = 44.0  # a rank that printed nothing while the others timed out
+BASE_WORK = 52.0  # ... and a line that says what it was doing
+BASE_SLOW = 40.0  # a throughput drop
+WAIT_PENALTY = 30.0  # a candidate that is only the waiting ranks' own timeout
+SHORT_TIMEOUT_MS = 300_000  # below both PyTorch defaults (10 and 30 minutes): slow legitimate work trips it
+REACHES = 0.8  # a bar whose elapsed time is this share of the timeout "reaches" it
+
+# tqdm/std.py format_meter: '<desc>: <pct>%|<bar>| <n>/<total> [<elapsed><<remaining>, <rate>]'
+_TQDM = re.compile(
+    r"(?P<percent>\d{1,3})%\|[^|]*\| ?(?P<n>\d+(?:\.\d+)?[kMGTPEZY]?)/(?P<total>\d+(?:\.\d+)?[kMGTPEZY]?) "
+    r"\[(?P<elapsed>(?:\d+:)?\d\d:\d\d)<"
+)
+# Descriptions of bars that run outside collectives (datasets: "Map", "Filter", "Generating train split";
+# transformers examples: "Running tokenizer on dataset", "Grouping texts in chunks of", "Loading checkpoint shards";
+# lm-evaluation-harness: "Running loglikelihood requests"; Lightning: "Validation DataLoader 0"; YOLO val: "Class
+# Images ... mAP"); training loops ("Epoch 3", "Training", "Steps") advance in step with collectives and say nothing.
+_WORK_DESC = re.compile(
+    r"tokeni[sz]|\bmap\b|filter|pre-?process|group|pack|generat|eval|valid|test|predict|infer|index|cluster"
+    r"|download|extract|convert|load|sav(?:e|ing)|build|compil|shard|request|embed|encod|sort|shuffl|cach",
+    re.I,
+)
+_TRAIN_DESC = re.compile(r"^\W*(?:epoch|train(?:ing)?|steps?|iter(?:ation)?s?|batch(?:es)?)\b", re.I)
+_STEP_SIGNATURES = frozenset({"training.step_loss", "megatron.iteration", "training.hf_log", "progress.iteration_time"})
+
+
+# ---------------------------------------------------------------------------------------------
+# Clocks
+
+
+def trusted_times(findings: list[Finding], limit: timedelta = clock.INHERIT_LIMIT) -> list[Finding]:
+    """The findings with inherited times that the file's next own clock contradicts set to None.
+
+    A line without a clock takes the time of an earlier line (the scan's inheritance); when the next line of the
+    same file that has a clock of its own is much later (``clock.inherited_is_stale``), the earlier line was a
+    launch banner or the like, and the inherited time says nothing about when this line was written."""
+    own: dict[str, list[tuple[int, datetime]]] = defaultdict(list)
+    for f in findings:
+        if f.time is not None and "_time" not in f.fields:
+            own[f.evidence[0].file].append((f.evidence[0].line, f.time))
+    for lines in own.values():
+        lines.sort()
+    out: list[Finding] = []
+    for f in findings:
+        if f.time is None or "_time" not in f.fields:
+            out.append(f)
+            continue
+        line = f.evidence[0].line
+        nxt = next((t for n, t in own.get(f.evidence[0].file, []) if n > line), None)
+        if clock.inherited_is_stale(f.time, nxt, limit):
+            why = "untrusted: inherited from far above"
+            f = f.model_copy(update={"time": None, "fields": {**f.fields, "_time": why}})
+        out.append(f)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Who waits, who does not
+
+
+def waits(findings: list[Finding]) -> list[Finding]:
+    """Findings that say "my collective did not complete" (any backend), of any class or role."""
+    return [
+        f
+        for f in findings
+        if f.role != "context" and (f.class_id in WAIT_CLASSES or _WAIT_TEXT.search(f.evidence[0].text) is not None)
+    ]
+
+
+def timeout_ms(waiting: list[Finding]) -> int | None:
+    """The collective timeout the waiting ranks report (the smallest stated; ``ran for`` when none is)."""
+    stated: list[int] = []
+    ran: list[int] = []
+    for f in waiting:
+        for key, into in (("timeout_ms", stated), ("ran_ms", ran)):
+            v = f.fields.get(key, "")
+            if v.isdigit() and int(v) > 0:
+                into.append(int(v))
+        m = _GLOO_MS.search(f.evidence[0].text)
+        if m is not None:
+            stated.append(int(m.group(1)))
+    if stated and ran and min(stated) * 100 < min(ran):
+        return min(ran)  # a Timeout(ms) a hundred times shorter than "ran for" is a unit slip, not the timeout
+    return min(stated) if stated else min(ran) if ran else None
+
+
+def silent_ranks(findings: list[Finding], topo: Topology, waiting: list[Finding]) -> set[int]:
+    """Ranks that printed neither a timeout nor an error of their own while at least half the others timed out."""
+    waited = {f.rank for f in waiting if f.rank is not None}
+    if not waited:
+        return set()
+    known = set(topo.ranks) | {f.rank for f in findings if f.rank is not None}
+    world = topo.world_size or (max(known) + 1 if known else 0)
+    if world < 2 or len(waited) * 2 < world:
+        return set()
+    loud = {
+        f.rank
+        for f in findings
+        if f.rank is not None and (f.role in {"root_candidate", "cascade", "confirmation"} or _own_teardown(f))
+    }
+    silent = {r for r in range(world) if r not in waited and r not in loud}
+    return silent if len(silent) == 1 else set()  # several: a node or a group, not one rank that did not arrive
+
+
+def _own_teardown(f: Finding) -> bool:
+    """A rank's own shutdown lines (a traceback as it was stopped), not a launcher's report about it."""
+    return f.role == "teardown" and not f.signature.startswith(("torchrun.", "slurm.", "srun.", "deepspeed."))
+
+
+# ---------------------------------------------------------------------------------------------
+# Long work
+
+
+def bar_of(text: str) -> tuple[str, float, int] | None:
+    """The last tqdm bar of a line (carriage-return updates share a line): description, elapsed seconds, percent."""
+    last = None
+    for m in _TQDM.finditer(text):
+        last = m
+    if last is None:
+        return None
+    before = text[: last.start()]
+    cut = max(before.rfind("\r"), before.rfind("]"), before.rfind("|"))
+    desc = split_prefix(before[cut + 1 :]).rest.strip().rstrip(":").strip()
+    parts = [int(p) for p in last.group("elapsed").split(":")]
+    seconds = sum(v * 60**i for i, v in enumerate(reversed(parts)))
+    return desc, float(seconds), int(last.group("percent"))
+
+
+def is_work(desc: str) -> bool:
+    """A bar description of work that runs outside collectives (not a training loop's own bar)."""
+    return bool(desc) and _TRAIN_DESC.search(desc) is None and _WORK_DESC.search(desc) is not None
+
+
+def long_bars(findings: list[Finding], waiting: list[Finding], limit_ms: int | None) -> list[Finding]:
+    """Bars of non-collective work, not on a waiting rank, whose elapsed time reaches the collective's timeout."""
+    if limit_ms is None:
+        return []
+    waited = {f.rank for f in waiting if f.rank is not None}
+    out: list[tuple[float, Finding]] = []
+    for f in findings:
+        if f.signature != "progress.tqdm" or (f.rank is not None and f.rank in waited):
+            continue
+        bar = bar_of(f.evidence[0].text)
+        if bar is None or not is_work(bar[0]) or bar[1] * 1000 < REACHES * limit_ms:
+            continue
+        out.append((bar[1], f))
+    out.sort(key=lambda x: (-x[0], x[1].evidence[0].file, x[1].evidence[0].line))
+    return [f for _, f in out]
+
+
+def announced(findings: list[Finding], rank: int) -> Finding | None:
+    """The step the rank announced last, when no training step of that rank follows it."""
+    mine = [f for f in findings if f.rank == rank and f.role == "context"]
+    steps = [f for f in mine if f.signature == "progress.step_announced"]
+    if not steps:
+        return None
+    last = max(steps, key=lambda f: (f.evidence[0].file, f.evidence[0].line))
+    later = [
+        f
+        for f in mine
+        if f.signature in _STEP_SIGNATURES
+        and f.evidence[0].file == last.evidence[0].file
+        and f.evidence[0].line > last.evidence[0].line
+    ]
+    return None if later else last
+
+
+def _last_line_finding(rank: int, rl: RankLast, topo: Topology) -> Finding | None:
+    if rl.evidence is None:
+        return None
+    return Finding(
+        id=f"last-{rank}",
+        class_id=HANG,
+        signature="reduce.last_line",
+        role="root_candidate",
+        severity="P1",
+        summary=f"rank {rank} wrote its last line here",
+        time=rl.time,
+        rank=rank,
+        node=topo.ranks[rank].node if rank in topo.ranks else None,
+        evidence=[rl.evidence],
+    )
+
+
+def _as_root(f: Finding, cls: str, summary: str) -> Finding:
+    return f.model_copy(update={"class_id": cls, "role": "root_candidate", "severity": "P1", "summary": summary})
+
+
+def hang_candidate(findings: list[Finding], topo: Topology, last: dict[int, RankLast]) -> Candidate | None:
+    """Long non-collective work or a silent rank while the others wait in a collective (None when neither shows)."""
+    waiting = waits(findings)
+    if not waiting:
+        return None
+    limit = timeout_ms(waiting)
+    silent = silent_ranks(findings, topo, waiting)
+    chosen: list[Finding] = []
+    reasons: list[str] = []
+    work = False
+    for f in long_bars(findings, waiting, limit)[:1]:
+        bar = bar_of(f.evidence[0].text)
+        assert bar is not None and limit is not None
+        who = f"rank {f.rank}" if f.rank is not None else "a rank"
+        summary = f"{who} was still busy with “{bar[0][:60]}” after {bar[1] / 60:.1f} min, outside any collective"
+        chosen.append(_as_root(f, HANG, summary))
+        reasons.append(f"{summary}; the others waited in a collective with a {limit / 1000:.0f} s timeout")
+        work = True
+    first_wait = min((f.time for f in waiting if f.time is not None), default=None)
+    for r in sorted(silent):
+        rl = last.get(r)
+        if rl is None or rl.evidence is None:
+            continue  # no log of this rank in the bundle: missing from the bundle, not silent
+        if rl.time is not None and first_wait is not None and rl.time > first_wait:
+            continue  # it kept writing after the others timed out: alive
+        step = announced(findings, r)
+        if step is not None:
+            summary = f"rank {r} announced long work outside any collective: {step.fields.get('step', '')}"
+            chosen.append(_as_root(step, HANG, summary))
+            reasons.append(summary + ", and printed no timeout while the others timed out")
+            work = True
+        lf = _last_line_finding(r, rl, topo)
+        if lf is not None and not any(c.evidence[0] == lf.evidence[0] for c in chosen):
+            chosen.append(lf)
+        if step is None:
+            reasons.append(f"rank {r} printed neither a timeout nor an error while the others timed out")
+    if not chosen or (not work and limit is not None and limit < SHORT_TIMEOUT_MS):
+        return None  # a rank late for a short timeout with nothing to show why: the timeout itself is the suspect
+    c = Candidate(HANG, chosen, [])
+    c.lead = chosen[0]
+    c.score = BASE_WORK if work else BASE_SILENT
+    c.reasons.extend(reasons)
+    if not work:
+        c.penalties.append("no line says what the silent rank was doing")
+    return c
+
+
+def explained_by_wait(cands: Iterable[Candidate], waiting: list[Finding], hang: Candidate) -> None:
+    """Candidates that are only the waiting ranks' own timeout (a traceback around it, a launcher's report of
+    it) are explained by the rank that did not arrive."""
+    wait_ids = {f.id for f in waiting}
+    lines = {(f.evidence[0].file, f.evidence[0].line) for f in waiting}
+    for c in cands:
+        if c is hang or c.class_id == HANG:
+            continue
+        own = [f for f in c.findings if f.id in wait_ids or (f.evidence[0].file, f.evidence[0].line) in lines]
+        if own and len(own) == len(c.findings):
+            c.score -= WAIT_PENALTY
+            c.penalties.append(f"explained by {HANG}: the timeout of a rank that waited for another")
+
+
+# ---------------------------------------------------------------------------------------------
+# Throughput
+
+
+STEP_UP = 1.04  # iteration time up by 4 % or more ...
+MIN_SIDE = 2  # ... over at least two iterations on each side of the change
+
+
+def _seconds(f: Finding) -> float | None:
+    try:
+        v = float(f.fields.get("iter_time", ""))
+    except ValueError:
+        return None
+    return v / 1000.0 if f.fields.get("unit") == "ms" else v
+
+
+def throughput_drop(findings: list[Finding]) -> Candidate | None:
+    """Iteration times of one log that step up and stay up to its end (a GPU or node that turned slow)."""
+    series: dict[tuple[str, int | None], list[tuple[int, float, Finding]]] = defaultdict(list)
+    for f in findings:
+        if f.signature == "progress.iteration_time" and (s := _seconds(f)) is not None and s > 0:
+            series[(f.evidence[0].file, f.rank)].append((f.evidence[0].line, s, f))
+    best: tuple[float, list[Finding], float, float] | None = None
+    for points in series.values():
+        points.sort(key=lambda p: p[0])
+        if _batch_changes(points):
+            continue  # a batch-size ramp-up makes iterations longer by design
+        values = [p[1] for p in points]
+        found = step_up(values)
+        if found is None:
+            continue
+        k, ratio = found
+        if best is None or ratio > best[0]:
+            best = (ratio, [points[k][2], points[-1][2]], median(values[:k]), median(values[k:]))
+    if best is None:
+        return None
+    ratio, cited, before, after = best
+    lead = _as_root(
+        cited[0], SLOW, f"iterations slowed from {before:.3g} s to {after:.3g} s ({(ratio - 1) * 100:.0f} % slower)"
+    )
+    rest = [_as_root(f, SLOW, "still slow at the end of the log") for f in cited[1:] if f.id != cited[0].id]
+    c = Candidate(SLOW, [lead, *rest], [])
+    c.lead = lead
+    c.score = BASE_SLOW
+    c.reasons.append(
+        f"iteration time stepped up {(ratio - 1) * 100:.0f} % and stayed up: one slow GPU, link or node holds back "
+        "every synchronous step"
+    )
+    c.penalties.append("the log does not say which GPU or node is slow")
+    return c
+
+
+def step_up(values: list[float]) -> tuple[int, float] | None:
+    """The first index after which a series stays up (every later value above all but a tenth of the earlier ones,
+    the medians at least ``STEP_UP`` apart) and the ratio of the medians after and before, or None."""
+    n = len(values)
+    for k in range(MIN_SIDE, n - MIN_SIDE + 1):
+        pre, post = values[:k], values[k:]
+        base = median(pre)
+        ratio = median(post) / base
+        if ratio < STEP_UP or min(post) < base * (1 + (STEP_UP - 1) / 2):
+            continue
+        above = sum(1 for v in pre if v >= min(post))
+        if above * 10 > len(pre):
+            continue
+        return k, ratio  # the first point after which the series stays up
+    return None
+
+
+def _batch_changes(points: list[tuple[int, float, Finding]]) -> bool:
+    sizes = {p[2].fields.get("batch") for p in points} - {None, ""}
+    return len(sizes) > 1

@@ -1,0 +1,216 @@
+"""Hung, busy and slow ranks that no error line names (crashcart/reduce/hangs.py).
+
+Lines are in the shapes their emitters print: c10d's watchdog, gloo's unbound_buffer.cc timeout, tqdm's
+format_meter bar, Megatron's training_log iteration line and dataset index builds, torch's cpp_extension build.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from crashcart.catalogue import load_catalogue
+from crashcart.models import Evidence, Finding, RankInfo, RankLast, Topology
+from crashcart.reduce import hangs
+from crashcart.reduce.causal import Candidate
+from crashcart.text import clock
+
+T0 = datetime(2026, 11, 30, 2, 0, 0, tzinfo=UTC)
+_n = iter(range(1, 10_000))
+
+
+def finding(
+    signature: str,
+    text: str,
+    *,
+    rank: int | None = None,
+    file: str = "train.log",
+    line: int = 1,
+    time: datetime | None = None,
+    **extra: str,
+) -> Finding:
+    """A finding as the scan makes it: the catalogue signature's class, role and fields for this line."""
+    cat = load_catalogue()
+    idx = cat.index[signature]
+    s = cat.signatures[idx]
+    fields = cat.extract(idx, text)
+    assert fields is not None, (signature, text)
+    n = next(_n)
+    return Finding(
+        id=f"F{n:04d}",
+        class_id=s.class_id,
+        signature=s.id,
+        role=s.role,
+        severity=s.severity,
+        summary=s.id,
+        time=time,
+        rank=rank,
+        fields={**fields, **extra},
+        evidence=[Evidence(id=f"E{n:05d}", file=file, line=line, text=text)],
+    )
+
+
+def watchdog(rank: int, *, timeout_ms: int = 1_800_000, line: int = 10, file: str = "train.log") -> Finding:
+    text = (
+        f"[rank{rank}]:[E1130 02:30:00.123456789 ProcessGroupNCCL.cpp:632] [Rank {rank}] Watchdog caught collective "
+        f"operation timeout: WorkNCCL(SeqNum=2, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)={timeout_ms}) "
+        f"ran for {timeout_ms + 312} milliseconds before timing out."
+    )
+    return finding("nccl.watchdog_timeout", text, rank=rank, line=line, file=file)
+
+
+def topo(world: int) -> Topology:
+    return Topology(world_size=world, ranks={r: RankInfo(rank=r) for r in range(world)})
+
+
+def test_bar_of_reads_the_last_update_of_a_carriage_return_line() -> None:
+    text = (
+        "Running tokenizer on dataset:   0%|          | 0/2000000 [00:00<?, ? examples/s]\r"
+        "Running tokenizer on dataset:   9%|▉         | 180000/2000000 [28:41<4:49:57, 104.62 examples/s]"
+    )
+    assert hangs.bar_of(text) == ("Running tokenizer on dataset", 28 * 60 + 41.0, 9)
+    assert hangs.bar_of("Map (num_proc=16):  40%|████      | 4000/10000 [1:02:03<1:33:04,  1.07 examples/s]") == (
+        "Map (num_proc=16)",
+        3723.0,
+        40,
+    )
+    assert hangs.bar_of("step 30/100 loss 2.1796") is None
+
+
+def test_work_descriptions_are_not_training_loops() -> None:
+    for desc in (
+        "Running tokenizer on dataset",
+        "Map (num_proc=8)",
+        "Loading checkpoint shards",
+        "Generating train split",
+    ):
+        assert hangs.is_work(desc), desc
+    for desc in ("Epoch 3", "Training", "", "0/299 6.52G 0.06442"):
+        assert not hangs.is_work(desc), desc
+
+
+def test_a_bar_of_non_collective_work_reaching_the_timeout_is_the_hang() -> None:
+    bar = finding(
+        "progress.tqdm",
+        "Running tokenizer on dataset:  10%|█         | 300000/3000000 [29:12<4:22:48, 171.1 examples/s]",
+        line=1,
+    )
+    found = [bar, watchdog(1, line=2), watchdog(2, line=3), watchdog(3, line=4)]
+    c = hangs.hang_candidate(found, Topology(), {})
+    assert c is not None and c.class_id == "rank_hang_or_missing_rank"
+    assert c.first.evidence[0] == bar.evidence[0]
+    assert c.first.rank is None  # no line names the rank that tokenized
+    assert not c.penalties
+
+
+def test_a_training_bar_or_a_short_bar_says_nothing() -> None:
+    train = finding("progress.tqdm", "Epoch 2:  45%|████▌     | 450/1000 [2:10:00<2:38:53, 17.33s/it]", line=1)
+    short = finding("progress.tqdm", "Map:  10%|█         | 100/1000 [03:00<27:00,  0.56 examples/s]", line=1)
+    for bar in (train, short):
+        assert hangs.hang_candidate([bar, watchdog(1), watchdog(2), watchdog(3)], Topology(), {}) is None
+
+
+def test_a_silent_rank_that_announced_an_index_build() -> None:
+    step = finding(
+        "progress.step_announced",
+        "INFO:megatron.core.datasets.gpt_dataset:Build and save the sample index to /cache/x-sample_index.npy",
+        rank=3,
+        file="rank3.log",
+        line=40,
+    )
+    last_ev = Evidence(id="L00001", file="rank3.log", line=41, text="INFO:megatron.core.datasets.gpt_dataset:...")
+    last = {3: RankLast(evidence=last_ev, time=None)}
+    found = [step, *(watchdog(r, file=f"rank{r}.log") for r in (0, 1, 2))]
+    c = hangs.hang_candidate(found, topo(4), last)
+    assert c is not None and c.class_id == "rank_hang_or_missing_rank"
+    assert c.first.evidence[0] == step.evidence[0] and c.first.rank == 3
+    assert last_ev in [f.evidence[0] for f in c.findings]
+
+
+def test_a_silent_rank_without_a_reason_is_weaker_and_defers_to_a_short_timeout() -> None:
+    last = {1: RankLast(evidence=Evidence(id="L00001", file="r1.log", line=4, text="step 30/100 loss 2.17"), time=None)}
+    gloo = finding(
+        "gloo.timeout",
+        "[rank0]: RuntimeError: [../third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:81] Timed out waiting "
+        "1800000ms for recv operation to complete",
+        rank=0,
+        file="r0.log",
+    )
+    c = hangs.hang_candidate([gloo], topo(2), last)
+    assert c is not None and c.score == hangs.BASE_SILENT and c.penalties and c.first.rank == 1
+    short = gloo.model_copy(update={"fields": {**gloo.fields, "timeout_ms": "60000"}})
+    short = short.model_copy(
+        update={
+            "evidence": [
+                gloo.evidence[0].model_copy(update={"text": gloo.evidence[0].text.replace("1800000", "60000")})
+            ]
+        }
+    )
+    assert hangs.hang_candidate([short], topo(2), last) is None
+
+
+def test_a_rank_missing_from_the_bundle_or_writing_after_the_timeouts_is_not_silent() -> None:
+    waits = [watchdog(r).model_copy(update={"time": T0}) for r in (0, 1, 2)]
+    assert hangs.hang_candidate(waits, topo(4), {}) is None
+    alive = {3: RankLast(evidence=Evidence(id="L1", file="r3.log", line=9, text="x"), time=T0 + timedelta(minutes=3))}
+    assert hangs.hang_candidate(waits, topo(4), alive) is None
+
+
+def test_the_waiting_ranks_own_timeout_is_explained_by_the_hang() -> None:
+    wd = watchdog(0)
+    other = Candidate("launcher_rendezvous_store_failure", [wd], [], score=50.0)
+    hang = Candidate("rank_hang_or_missing_rank", [wd], [], score=44.0)
+    hangs.explained_by_wait([other, hang], [wd], hang)
+    assert other.score == 50.0 - hangs.WAIT_PENALTY and other.penalties
+    assert hang.score == 44.0
+
+
+def _iteration(t: float, n: int, batch: int = 2048, unit: str = "s") -> Finding:
+    text = (
+        f" iteration {42780 + n:8d}/  115311 | consumed samples: {71455664 + 2048 * n:12d} | elapsed time per "
+        f"iteration ({unit}): {t:.2f} | learning rate: 4.475E-05 | global batch size: {batch:5d} | lm loss: 2.1E+00 |"
+    )
+    return finding("progress.iteration_time", text, line=1 + 3 * n, file="main_log.txt")
+
+
+def test_iteration_times_that_step_up_and_stay_up_are_a_straggler() -> None:
+    series = [_iteration(t, i) for i, t in enumerate((105.2, 105.1, 106.3, 104.9, 110.4, 111.2, 110.9))]
+    c = hangs.throughput_drop(series)
+    assert c is not None and c.class_id == "straggler_fail_slow"
+    assert c.first.evidence[0] == series[4].evidence[0]
+    assert c.penalties  # the log does not name the slow GPU: never a confident answer
+
+
+def test_noise_a_spike_or_a_batch_ramp_is_not_a_straggler() -> None:
+    noise = [_iteration(t, i) for i, t in enumerate((105.2, 106.1, 104.3, 105.9, 104.8, 106.0))]
+    spike = [_iteration(t, i) for i, t in enumerate((105.2, 105.1, 106.3, 140.0, 105.0, 105.3))]
+    ramp = [_iteration(t, i, batch=b) for i, (t, b) in enumerate(((50.1, 1024),) * 3 + ((100.3, 2048),) * 3)]
+    for series in (noise, spike, ramp):
+        assert hangs.throughput_drop(series) is None
+    ms = [_iteration(t, i, unit="ms") for i, t in enumerate((1000.0, 1002.0, 999.0, 1300.0, 1310.0))]
+    assert hangs.throughput_drop(ms) is not None
+
+
+def test_an_inherited_time_contradicted_by_the_next_clock_is_dropped() -> None:
+    banner = T0
+    tb = finding(
+        "nccl.watchdog_timeout",
+        "[Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=9, OpType=ALLREDUCE, "
+        "Timeout(ms)=600000) ran for 600123 milliseconds before timing out.",
+        rank=1,
+        line=500,
+        time=banner,
+        _time="inherited from an earlier line",
+    )
+    later = tb.model_copy(update={"id": "F9999", "time": banner + timedelta(hours=3), "fields": {}})
+    later = later.model_copy(update={"evidence": [tb.evidence[0].model_copy(update={"line": 501})]})
+    near = later.model_copy(update={"id": "F9998", "time": banner + timedelta(seconds=20)})
+    out = hangs.trusted_times([tb, later])
+    assert out[0].time is None and out[0].fields["_time"].startswith("untrusted")
+    assert hangs.trusted_times([tb, near])[0].time == banner
+    assert hangs.trusted_times([tb])[0].time == banner  # nothing contradicts it
+
+
+def test_clock_rule_for_inherited_times() -> None:
+    assert clock.inherited_is_stale(T0, T0 + timedelta(hours=1))
+    assert not clock.inherited_is_stale(T0, T0 + timedelta(minutes=1))
+    assert not clock.inherited_is_stale(T0, None)
