@@ -339,7 +339,7 @@ class FakeSlack:
         return {"ok": True, "files": [{"id": f["id"], "title": f.get("title"), "shares": {}} for f in files]}
 
     def _file_json(self, f: FakeFile) -> dict[str, Any]:
-        quoted = urllib.parse.quote(f.name)
+        quoted = urllib.parse.quote(f.name, safe="")
         return {
             "id": f.id,
             "name": f.name,
