@@ -147,11 +147,6 @@ def fault_host_oom(run: Run) -> None:
             run.log(f"rank {run.rank}: cached {n * 64} MiB")
 
 
-def fault_sleep(run: Run) -> None:
-    # a normal run, paced so that a signal from outside (SIGKILL of a rank, SIGTERM of torchrun) lands mid-training
-    time.sleep(run.args.step_time * 20)
-
-
 # Faults that run at the start of the fault step on the fault rank.
 STEP_FAULTS: dict[str, Callable[[Run], None]] = {
     "segfault": fault_segfault,
@@ -167,8 +162,9 @@ DATA_FAULTS = {
     "worker_killed": "kill_worker",
     "worker_raise": "worker_raise",
 }
-# Faults in a later part of the step: the metrics all_reduce (mismatch) and the checkpoint (disk full, a path).
-OTHER_FAULTS = {"mismatch", "none", "external"}
+# A fault in a later part of the step: the metrics all_reduce. (A full disk, a signal from outside, a held port or a
+# cgroup limit come from the generator's hooks; the job itself then runs with ``--fault none``.)
+OTHER_FAULTS = {"mismatch", "none"}
 FAULTS = sorted([*STEP_FAULTS, *DATA_FAULTS, *OTHER_FAULTS])
 
 
@@ -185,8 +181,16 @@ def reduce_metrics(run: Run, loss_sum: float, count: int, step: int) -> float:
     return float(buf[0] / buf[1])
 
 
+def average_gradients(run: Run, model: nn.Module) -> None:
+    for p in model.parameters():
+        if p.grad is not None:
+            dist.all_reduce(p.grad, op=dist.ReduceOp.SUM)
+            p.grad /= run.world
+
+
 def save_checkpoint(run: Run, model: nn.Module, opt: torch.optim.Optimizer, step: int) -> None:
     path = Path(run.args.ckpt_dir) / f"step_{step:06d}.pt"
+    path.parent.mkdir(parents=True, exist_ok=True)
     run.log(f"saving checkpoint to {path}")
     torch.save({"step": step, "model": model.state_dict(), "optim": opt.state_dict()}, path)
     run.log(f"saved checkpoint {path} ({path.stat().st_size / 1e6:.1f} MB)")
@@ -204,8 +208,9 @@ def train(run: Run) -> None:
     torch.manual_seed(args.seed + run.rank)
     loader, sampler = make_loader(run, DATA_FAULTS.get(args.fault))
     model = nn.Sequential(nn.Linear(args.features, args.hidden), nn.GELU(), nn.Linear(args.hidden, args.classes))
-    ddp = DistributedDataParallel(model)
-    opt = torch.optim.AdamW(ddp.parameters(), lr=args.lr)
+    # DDP buckets and all-reduces the gradients; "manual" averages them with one all_reduce per parameter
+    ddp = DistributedDataParallel(model) if args.grad_sync == "ddp" else model
+    opt = torch.optim.AdamW(model.parameters(), lr=args.lr)
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=args.steps)
     if run.rank == 0:
         params = sum(p.numel() for p in model.parameters())
@@ -218,8 +223,6 @@ def train(run: Run) -> None:
         batch = next(batches)
         if step == args.fault_step and run.rank == args.fault_rank and args.fault in STEP_FAULTS:
             STEP_FAULTS[args.fault](run)
-        if args.fault == "external" and step == args.fault_step:
-            fault_sleep(run)
         logits = ddp(batch["features"])
         loss = F.cross_entropy(logits, batch["label"])
         value = loss.item()
@@ -228,6 +231,8 @@ def train(run: Run) -> None:
             sys.exit(1)
         opt.zero_grad(set_to_none=True)
         loss.backward()
+        if args.grad_sync == "manual":
+            average_gradients(run, model)
         opt.step()
         sched.step()
         loss_sum, count = loss_sum + value, count + 1
@@ -246,7 +251,7 @@ def train(run: Run) -> None:
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__)
-    p.add_argument("--steps", type=int, default=60)
+    p.add_argument("--steps", type=int, default=100)
     p.add_argument("--batch-size", type=int, default=16)
     p.add_argument("--features", type=int, default=32)
     p.add_argument("--hidden", type=int, default=64)
@@ -254,23 +259,23 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--num-workers", type=int, default=0)
-    p.add_argument("--log-every", type=int, default=5)
+    p.add_argument("--log-every", type=int, default=10)
     p.add_argument("--step-time", type=float, default=0.05, help="seconds of simulated work per step")
+    p.add_argument("--grad-sync", choices=["ddp", "manual"], default="ddp")
     p.add_argument("--ckpt-dir", default="checkpoints")
     p.add_argument("--ckpt-every", type=int, default=0)
     p.add_argument("--pg-timeout", type=float, default=1800.0, help="process-group timeout in seconds")
     p.add_argument("--fault", choices=FAULTS, default="none")
     p.add_argument("--fault-rank", type=int, default=1)
-    p.add_argument("--fault-step", type=int, default=20)
+    p.add_argument("--fault-step", type=int, default=35)
     p.add_argument("--slow-seconds", type=float, default=30.0)
     p.add_argument("--slow-chunks", type=int, default=6)
+    p.add_argument("--no-record", action="store_true", help="do not wrap the entry point in torchelastic's @record")
     p.add_argument("--marker-dir", default="", help="where each rank writes its pid and step (for outside signals)")
     return p.parse_args(argv)
 
 
-@record
-def main() -> None:
-    args = parse()
+def run_job(args: argparse.Namespace) -> None:
     dist.init_process_group("gloo", timeout=timedelta(seconds=args.pg_timeout))
     run = Run(args, dist.get_rank(), dist.get_world_size(), time.monotonic())
     run.log(f"rank {run.rank}/{run.world} pid {os.getpid()} torch {torch.__version__} backend gloo")
@@ -278,6 +283,12 @@ def main() -> None:
         train(run)
     finally:
         dist.destroy_process_group()
+
+
+def main() -> None:
+    args = parse()
+    # @record writes torchelastic's error file (and turns on faulthandler); many real scripts don't use it
+    (run_job if args.no_record else record(run_job))(args)
 
 
 if __name__ == "__main__":

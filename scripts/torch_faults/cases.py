@@ -1,0 +1,400 @@
+"""The registry of fault kinds: one ``Case`` per incident folder under ``incidents/torch/``.
+
+A case says how to launch the job (layout, nodes, ranks, worker arguments, environment), what to set up around it
+and do while it runs (``hooks``), the labels that follow from the injection (class, culprit rank), and how to find the
+lines that show the injected fault (``root``) and its loudest symptoms (``symptoms``) in the logs it produced. To add
+a case (a new hang, say), append an entry; the generator, the README and ``--check`` pick it up.
+
+Regexes in ``Find`` are matched against a line with its launcher prefixes (``[default1]:``, ``[rank1]:``) removed;
+the label keeps the exact line. Rank output that torchrun repeats in its failure summary is indented there, so an
+anchored ``^`` regex finds the rank's own line.
+"""
+
+from __future__ import annotations
+
+import signal
+from dataclasses import dataclass, field
+from typing import Literal
+
+from torch_faults.hooks import (
+    Action,
+    Setup,
+    memory_cgroup,
+    other_job_on_port,
+    private_tmpfs,
+    signal_launcher,
+    signal_rank,
+)
+
+Layout = Literal["log-dir", "tee", "console"]
+
+
+@dataclass(frozen=True)
+class Find:
+    """Where a label line is: the first (or last) line matching ``regex``, in the output of global rank ``rank``
+    only, or in torchrun's own output only (``agent``), or anywhere (neither), in files whose path (relative to
+    the case) matches ``file``; ``optional`` lines may be absent."""
+
+    regex: str
+    rank: int | None = None
+    agent: bool = False
+    last: bool = False
+    file: str = ""
+    optional: bool = False
+
+
+@dataclass(frozen=True)
+class Case:
+    id: str
+    fault: str
+    cls: str
+    injected: str
+    culprit: int | None
+    layout: Layout
+    root: tuple[Find, ...]
+    symptoms: tuple[Find, ...] = ()
+    symptom_classes: tuple[str, ...] = ()
+    acceptable: tuple[str, ...] = ()
+    train: tuple[str, ...] = ()
+    env: dict[str, str] = field(default_factory=dict)
+    nodes: int = 1
+    first_node: int = 0
+    nproc: int = 2
+    rdzv: Literal["static", "c10d"] = "static"
+    rdzv_conf: str = ""
+    setups: tuple[Setup, ...] = ()
+    action: Action | None = None
+    confidence: Literal["high", "medium"] = "high"
+    notes: str = ""
+    timeout: float = 150.0
+    what: str = ""  # one line for the README
+
+
+SHORT_PG = ("--pg-timeout", "10")
+PEER_GONE = r"^RuntimeError: \[\S*gloo\S*\] (Connection closed by peer|Read error .*Connection reset by peer)"
+GLOO_TIMEOUT = r"^RuntimeError: \[\S*gloo\S*\] Timed out waiting \d+ms for (recv|send) operation to complete"
+SUMMARY_ROOT = r"^Root Cause \(first observed failure\):$"
+
+
+def exitcode(code: int) -> str:
+    return rf"^\s+exitcode\s+: {code} \(pid: \d+\)"
+
+
+CASES: list[Case] = [
+    Case(
+        id="keyerror-rank3",
+        fault="python_exception",
+        cls="python_exception_rank_crash",
+        injected="rank 3 (node 1, local rank 1) reads a record without its 'label' key at step 35: KeyError raised "
+        "in the dataset's __getitem__ (num_workers=0)",
+        culprit=3,
+        layout="log-dir",
+        nodes=2,
+        train=("--fault", "keyerror", "--fault-rank", "3"),
+        root=(Find(r"^KeyError: 'label'$", rank=3),),
+        symptoms=(Find(PEER_GONE),),
+        symptom_classes=("nccl_remote_peer_failure", "torchelastic_childfailed_summary"),
+        what="KeyError in the data path on rank 3 (second of two torchrun agents); its peers see the gloo "
+        "connection closed.",
+    ),
+    Case(
+        id="segfault-rank1",
+        fault="sigsegv",
+        cls="native_crash_segfault_abort",
+        injected="rank 1 calls ctypes.string_at(0) at step 35 (a NULL read: SIGSEGV); the entry point is not "
+        "wrapped in @record, so no faulthandler dump",
+        culprit=1,
+        layout="tee",
+        env={"LOGLEVEL": "INFO"},
+        train=("--fault", "segfault", "--no-record"),
+        root=(Find(exitcode(-11), agent=True), Find(r"^\s+traceback : Signal 11 \(SIGSEGV\) received by PID \d+$")),
+        symptoms=(Find(PEER_GONE),),
+        symptom_classes=("nccl_remote_peer_failure", "torchelastic_childfailed_summary"),
+        what="SIGSEGV on rank 1 with no stack dump: only torchrun's summary (exitcode -11) names it.",
+    ),
+    Case(
+        id="abort-rank0",
+        fault="sigabrt",
+        cls="native_crash_segfault_abort",
+        injected="rank 0 calls os.abort() at step 35 (SIGABRT); @record's faulthandler prints 'Fatal Python error: "
+        "Aborted' and the Python stack",
+        culprit=0,
+        layout="console",
+        env={"TORCH_CPP_LOG_LEVEL": "INFO"},
+        train=("--fault", "abort", "--fault-rank", "0"),
+        root=(Find(r"^Fatal Python error: Aborted$"), Find(exitcode(-6), agent=True)),
+        symptoms=(Find(PEER_GONE),),
+        symptom_classes=("nccl_remote_peer_failure", "torchelastic_childfailed_summary"),
+        what="os.abort() on rank 0: 'Fatal Python error: Aborted' in the pasted console, exitcode -6.",
+    ),
+    Case(
+        id="sigkill-rank1",
+        fault="sigkill",
+        cls="unknown",
+        acceptable=("host_oom_kill",),
+        injected="the generator sends SIGKILL to rank 1's process from outside once it reports step 30; there is no "
+        "OOM or scheduler line anywhere",
+        culprit=1,
+        layout="log-dir",
+        train=("--marker-dir", "markers"),
+        action=signal_rank(1, 30, signal.SIGKILL),
+        root=(
+            Find(exitcode(-9), agent=True),
+            Find(r"^\s+traceback : Signal 9 \(SIGKILL\) received by PID \d+$", agent=True),
+        ),
+        symptoms=(Find(PEER_GONE),),
+        symptom_classes=("nccl_remote_peer_failure", "torchelastic_childfailed_summary"),
+        confidence="medium",
+        notes="TAXONOMY §1 rule 8(a): a SIGKILL with no kernel/cgroup OOM line is 'unknown' (it could be OOM, "
+        "the scheduler, a user, a health check); host_oom_kill is the likeliest alternative an expert would accept.",
+        what="Rank 1 SIGKILLed from outside, nothing says why: exitcode -9 only (unknown per rule 8).",
+    ),
+    Case(
+        id="hang-rank1",
+        fault="hang",
+        cls="rank_hang_or_missing_rank",
+        injected="rank 1 blocks forever on an Event nobody sets at step 35, before the step's DDP all-reduce; "
+        "process-group timeout 10 s",
+        culprit=1,
+        layout="log-dir",
+        env={"LOGLEVEL": "INFO"},
+        train=("--fault", "hang", *SHORT_PG),
+        root=(Find(r"^step \d+/100 loss", rank=1, last=True),),
+        symptoms=(Find(GLOO_TIMEOUT, rank=0),),
+        symptom_classes=("nccl_watchdog_timeout", "torchelastic_childfailed_summary"),
+        notes="A hang prints nothing: the root-cause line is the hung rank's last line before it went silent "
+        "(step 30); rank 0 times out in gloo 10 s later, and torchrun then SIGTERMs rank 1 (exitcode -15).",
+        what="Rank 1 hangs before a collective; rank 0 hits the 10 s gloo timeout; rank 1's log just stops.",
+    ),
+    Case(
+        id="slow-rank1",
+        fault="straggler",
+        cls="straggler_fail_slow",
+        acceptable=("rank_hang_or_missing_rank",),
+        injected="rank 1 spends 30 s of real CPU work (matmuls) rebuilding an index at step 35, logging each shard; "
+        "process-group timeout 10 s",
+        culprit=1,
+        layout="tee",
+        train=("--fault", "slow", *SHORT_PG),
+        root=(
+            Find(r"^rank 1: rebuilding the token-length index", rank=1),
+            Find(r"^rank 1: index shard \d+/\d+ done", rank=1, last=True),
+        ),
+        symptoms=(Find(GLOO_TIMEOUT, rank=0),),
+        symptom_classes=("nccl_watchdog_timeout", "torchelastic_childfailed_summary"),
+        notes="The slow rank is alive and logging (its shard lines) while rank 0 times out waiting for it.",
+        what="Rank 1 does 30 s of non-collective work with progress lines; rank 0 times out after 10 s.",
+    ),
+    Case(
+        id="mismatch-shape",
+        fault="collective_mismatch",
+        cls="collective_mismatch_desync",
+        acceptable=("rank_hang_or_missing_rank",),
+        injected="from step 40, rank 1 all_reduces a 3-element metrics tensor while ranks 0, 2, 3 all_reduce 2 "
+        "elements (a rank-conditional extra metric); manual gradient all_reduce, no debug flags; 10 s timeout",
+        culprit=1,
+        layout="console",
+        nproc=4,
+        train=("--fault", "mismatch", "--grad-sync", "manual", *SHORT_PG),
+        root=(Find(r"^\s+mean = reduce_metrics\(", rank=1), Find(r"^\s+dist\.all_reduce\(buf, ", rank=1)),
+        symptoms=(Find(GLOO_TIMEOUT),),
+        symptom_classes=("nccl_watchdog_timeout", "torchelastic_childfailed_summary"),
+        confidence="medium",
+        notes="Every rank times out; the clue is in the stacks: some ranks wait in reduce_metrics' all_reduce, the "
+        "others already in the gradient all_reduce. The ring all-reduce lets a neighbour of rank 1 (here rank 2) wait "
+        "in reduce_metrics too, so these logs alone do not single out rank 1: the culprit is the injected rank.",
+        what="Rank 1 all_reduces a different shape; without debug flags only gloo timeouts and differing stacks.",
+    ),
+    Case(
+        id="mismatch-shape-detail",
+        fault="collective_mismatch",
+        cls="collective_mismatch_desync",
+        injected="as mismatch-shape, with TORCH_DISTRIBUTED_DEBUG=DETAIL: rank 1 (node 0, local rank 1) sends "
+        "TensorShape=[3], ranks 0, 2, 3 TensorShape=[2]",
+        culprit=1,
+        layout="tee",
+        nodes=2,
+        env={"TORCH_DISTRIBUTED_DEBUG": "DETAIL"},
+        train=("--fault", "mismatch", "--grad-sync", "manual", *SHORT_PG),
+        root=(Find(r"^RuntimeError: Detected mismatch between collectives on ranks\. Rank 1 is running", rank=1),),
+        symptoms=(Find(r"^RuntimeError: Detected mismatch between collectives on ranks\. Rank 0 ", rank=0),),
+        symptom_classes=("torchelastic_childfailed_summary",),
+        notes="DDP is not used here: with TORCH_DISTRIBUTED_DEBUG=DETAIL, DDP's constructor segfaults in this CPU "
+        "build (see ddp-detail-segfault), so gradients are averaged by hand.",
+        what="Same mismatch with TORCH_DISTRIBUTED_DEBUG=DETAIL: 'Detected mismatch between collectives' "
+        "on every rank; rank 1 is the odd one out.",
+    ),
+    Case(
+        id="ddp-detail-segfault",
+        fault="sigsegv",
+        cls="native_crash_segfault_abort",
+        injected="TORCH_DISTRIBUTED_DEBUG=DETAIL with DDP on gloo/CPU: every rank segfaults inside "
+        "DistributedDataParallel.__init__ (a crash of this torch build, found while making mismatch-shape-detail)",
+        culprit=None,
+        layout="console",
+        env={"TORCH_DISTRIBUTED_DEBUG": "DETAIL"},
+        root=(Find(r"^Fatal Python error: Segmentation fault$"), Find(exitcode(-11), agent=True)),
+        symptom_classes=("torchelastic_childfailed_summary",),
+        notes="Not an injected fault but a real crash that the DETAIL flag triggers in torch's DDP logger; every "
+        "rank dies the same way, so no single culprit rank.",
+        what="Every rank segfaults in DDP's constructor when TORCH_DISTRIBUTED_DEBUG=DETAIL is set.",
+    ),
+    Case(
+        id="rdzv-port-in-use",
+        fault="rendezvous_eaddrinuse",
+        cls="launcher_rendezvous_store_failure",
+        injected="another job's TCPStore already listens on the rendezvous port; node 0's agent cannot host the C10d "
+        "store (EADDRINUSE) and node 1's agent joins the other job's store and times out waiting for node 0",
+        culprit=None,
+        layout="console",
+        nodes=2,
+        rdzv="c10d",
+        setups=(other_job_on_port,),
+        root=(Find(r"name: EADDRINUSE, message: address already in use$", agent=True),),
+        symptoms=(Find(r"^torch\.distributed\.elastic\.rendezvous\.api\.Rendezvous\w+Error\b", file="^node1/"),),
+        timeout=180.0,
+        what="Rendezvous port already taken by another job: EADDRINUSE on node 0; node 1 times out waiting.",
+    ),
+    Case(
+        id="store-unreachable",
+        fault="store_unreachable",
+        cls="launcher_rendezvous_store_failure",
+        injected="only node 1's agent starts (static rendezvous, --node-rank 1); nobody listens on MASTER_ADDR:port, "
+        "and the store timeout is 10 s",
+        culprit=None,
+        layout="console",
+        nodes=2,
+        first_node=1,
+        rdzv_conf="timeout=10",
+        env={"TORCH_CPP_LOG_LEVEL": "INFO"},
+        root=(Find(r"The client socket has timed out after \d+ms while trying to connect to \(127\.0\.0\.1, \d+\)"),),
+        symptoms=(Find(r"^torch\.distributed\.DistNetworkError: ", agent=True),),
+        what="The master never came up: node 1's agent times out connecting to the TCPStore.",
+    ),
+    Case(
+        id="dataloader-worker-killed",
+        fault="dataloader_worker_death",
+        cls="dataloader_worker_failure",
+        injected="a DataLoader worker of rank 1 (num_workers=2) is SIGKILLed while it reads the step-35 batch",
+        culprit=1,
+        layout="log-dir",
+        train=("--fault", "worker_killed", "--num-workers", "2"),
+        root=(Find(r"DataLoader worker \(pid\(?s?\)? ?\d+\)? (is killed by signal|exited unexpectedly)", rank=1),),
+        notes="The worker dies by SIGKILL with no OOM line (rule 8 would call a bare SIGKILL unknown), but the "
+        "DataLoader names the dead worker, which is this class's own signature.",
+        symptoms=(Find(PEER_GONE),),
+        symptom_classes=("nccl_remote_peer_failure", "torchelastic_childfailed_summary"),
+        what="A DataLoader worker of rank 1 is killed by a signal; the rank fails, its peer sees the socket close.",
+    ),
+    Case(
+        id="dataloader-worker-raise",
+        fault="dataloader_worker_exception",
+        cls="python_exception_rank_crash",
+        acceptable=("dataloader_worker_failure",),
+        injected="a DataLoader worker of rank 0 (num_workers=2) raises ValueError decoding the step-35 record; the "
+        "DataLoader re-raises it in rank 0",
+        culprit=0,
+        layout="tee",
+        env={"LOGLEVEL": "INFO", "TORCH_CPP_LOG_LEVEL": "INFO"},
+        train=("--fault", "worker_raise", "--fault-rank", "0", "--num-workers", "2"),
+        root=(Find(r"^ValueError: corrupt record \d+: could not decode field 'features'", rank=0),),
+        symptoms=(Find(r"^ValueError: Caught ValueError in DataLoader worker process \d\.$", rank=0),),
+        symptom_classes=("nccl_remote_peer_failure", "torchelastic_childfailed_summary"),
+        what="A worker raises on a corrupt record; rank 0 re-raises 'Caught ValueError in DataLoader worker'.",
+    ),
+    Case(
+        id="shm-exhausted",
+        fault="shm_exhaustion",
+        cls="dataloader_worker_failure",
+        injected="/dev/shm is a 1 MiB tmpfs (private mount namespace) while each rank's 2 DataLoader workers pass "
+        "~400 KB batches through shared memory; whichever rank's worker allocates first fails",
+        culprit=None,
+        layout="console",
+        setups=(private_tmpfs("/dev/shm", "1m"),),
+        train=("--num-workers", "2", "--features", "3072", "--batch-size", "32"),
+        root=(Find(r"unable to allocate shared memory\(shm\) for file </torch_\S+>: No space left on device \(28\)"),),
+        symptoms=(Find(PEER_GONE),),
+        symptom_classes=("nccl_remote_peer_failure", "torchelastic_childfailed_summary"),
+        notes="The shared-memory limit belongs to the node (a container's --shm-size), not to one rank; which "
+        "rank's worker hits it first is a race, so no culprit rank is labelled.",
+        what="/dev/shm too small for the DataLoader workers: 'unable to allocate shared memory(shm)', ENOSPC.",
+    ),
+    Case(
+        id="nan-loss-rank1",
+        fault="nan_loss",
+        cls="nan_inf_loss_or_grad",
+        injected="rank 1's step-35 batch holds a sample with an inf feature; the loop sees a non-finite loss, prints "
+        "'Loss is nan, stopping training' and exits 1 (as the MAE/DeiT training loops do)",
+        culprit=1,
+        layout="tee",
+        env={"LOGLEVEL": "INFO"},
+        train=("--fault", "nan_loss"),
+        root=(Find(r"^Loss is (nan|inf), stopping training$", rank=1),),
+        symptoms=(Find(PEER_GONE),),
+        symptom_classes=("nccl_remote_peer_failure", "torchelastic_childfailed_summary"),
+        what="A corrupt sample gives rank 1 a NaN loss; it stops with 'Loss is nan, stopping training'.",
+    ),
+    Case(
+        id="ckpt-disk-full",
+        fault="enospc_checkpoint",
+        cls="storage_full_or_io_error",
+        injected="the checkpoint directory is a 256 KiB tmpfs (private mount namespace); rank 0's step-20 checkpoint "
+        "(~115 KB) fits, its torch.save at step 40 runs out of space",
+        culprit=0,
+        layout="log-dir",
+        setups=(private_tmpfs("checkpoints", "256k"),),
+        train=("--ckpt-every", "20", "--hidden", "256"),
+        root=(
+            Find(r"^RuntimeError: basic_ios::clear: iostream error$", rank=0),
+            Find(r"^RuntimeError: \[enforce fail at inline_container\.cc:\d+\] \. unexpected pos \d+ vs \d+$", rank=0),
+        ),
+        symptoms=(Find(PEER_GONE),),
+        symptom_classes=("nccl_remote_peer_failure", "torchelastic_childfailed_summary"),
+        what="Checkpoint dir full: rank 0's torch.save fails; rank 1 loses its peer at the barrier.",
+    ),
+    Case(
+        id="cgroup-oom-rank1",
+        fault="cgroup_oom_kill",
+        cls="host_oom_kill",
+        injected="the job runs in a 1200 MiB memory cgroup; rank 1 caches 64 MiB blocks in host memory from step 35 "
+        "until the kernel's cgroup OOM killer SIGKILLs it",
+        culprit=1,
+        layout="console",
+        setups=(memory_cgroup(1200),),
+        train=("--fault", "host_oom"),
+        root=(
+            Find(r"Memory cgroup out of memory: Killed process \d+"),
+            Find(exitcode(-9), agent=True),
+        ),
+        symptoms=(Find(PEER_GONE),),
+        symptom_classes=("nccl_remote_peer_failure", "torchelastic_childfailed_summary"),
+        what="Rank 1 grows past the cgroup's memory limit: the kernel's OOM kill in dmesg.log, exitcode -9.",
+    ),
+    Case(
+        id="sigterm-torchrun",
+        fault="scheduler_sigterm",
+        cls="scheduler_preemption_or_timelimit",
+        injected="the generator sends SIGTERM to torchrun once rank 0 reports step 40, as a scheduler does at a "
+        "time limit or preemption",
+        culprit=None,
+        layout="tee",
+        train=("--marker-dir", "markers"),
+        action=signal_launcher(40, signal.SIGTERM),
+        root=(Find(r"Received (Signals\.SIGTERM|15) death signal, shutting down workers$", agent=True),),
+        symptoms=(Find(r"^torch\.distributed\.elastic\.multiprocessing\.api\.SignalException: ", agent=True),),
+        symptom_classes=("torchelastic_childfailed_summary",),
+        what="torchrun gets SIGTERM mid-training and shuts its workers down.",
+    ),
+    Case(
+        id="clean-run",
+        fault="none",
+        cls="no_failure",
+        injected="nothing: 100 steps complete normally",
+        culprit=None,
+        layout="log-dir",
+        env={"LOGLEVEL": "INFO", "TORCH_CPP_LOG_LEVEL": "INFO"},
+        train=("--ckpt-every", "50"),
+        root=(),
+        what="A normal run (LOGLEVEL=INFO, TORCH_CPP_LOG_LEVEL=INFO), checkpoints included.",
+    ),
+]
