@@ -24,6 +24,7 @@ FileKind = Literal[
     "dashboard",  # png/jpg
     "manifest",  # manifest.json / crashcart.yaml at the root
     "log",  # a log whose role we could not tell (still scanned)
+    "hang_evidence",  # Flight Recorder dump, stack dump (py-spy, gdb, faulthandler), NCCL RAS report: note says which
     "other",  # not scanned
 ]
 ClockKind = Literal["absolute", "no_year", "boot_relative", "none"]
@@ -47,6 +48,7 @@ class Evidence(_Frozen):
     line: int = Field(ge=1)
     end_line: int | None = None
     text: str
+    locator: str | None = None  # an entry inside a structured file (``entries[7]`` of a Flight Recorder dump)
 
 
 class BundleFile(_Frozen):
@@ -135,6 +137,7 @@ class Citation(_Frozen):
     text: str
     verified: bool
     status: CitationStatus
+    locator: str | None = None
 
 
 class Claim(_Frozen):
@@ -170,6 +173,21 @@ class TimelineEntry(_Frozen):
     class_id: str
 
 
+class RankStop(_Frozen):
+    """Where one rank stopped in one process group: the last collective it entered (hang evidence files)."""
+
+    rank: int
+    node: str | None = None
+    pg: str
+    pg_desc: str = ""
+    seq: int
+    op: str
+    state: str
+    behind: int = 0  # collectives behind the furthest rank of the group
+    time: datetime | None = None
+    evidence_id: str
+
+
 class Diagnosis(_Frozen):
     """The reduce stage's answer, citing evidence ids only."""
 
@@ -186,6 +204,7 @@ class Diagnosis(_Frozen):
     reasoning: list[str]  # short deterministic notes on why this answer (shown in the report)
     partial: bool = False
     unconfirmed: bool = False  # the root rests on model findings alone: the runbook only investigates
+    rank_stops: list[RankStop] = Field(default_factory=list)
 
 
 class FileCoverage(_Frozen):
@@ -226,6 +245,7 @@ class DocCitation(_Doc):
     verified: bool
     end_line: int | None = None
     status: CitationStatus = "ok"
+    locator: str | None = None  # the entry inside a structured file (a Flight Recorder dump's ``entries[7]``)
 
 
 class DocCulprit(_Doc):
@@ -351,6 +371,21 @@ class DocStats(_Doc):
     matcher: str | None = None
 
 
+class DocRankStop(_Doc):
+    """Where one rank stopped in one process group (Flight Recorder): the last collective it entered."""
+
+    rank: int
+    node: str | None = None
+    pg: str
+    pg_desc: str = ""
+    seq: int
+    op: str
+    state: str
+    behind: int = 0
+    time: str | None = None
+    citation: DocCitation
+
+
 class DiagnosisDocument(_Doc):
     """``diagnosis.json``. Serialise with ``model_dump(mode="json", by_alias=True)``."""
 
@@ -370,6 +405,7 @@ class DiagnosisDocument(_Doc):
     reasoning: list[str] = Field(default_factory=list)
     partial: bool = False
     impact: DocImpact = Field(default_factory=DocImpact)
+    rank_stops: list[DocRankStop] = Field(default_factory=list)  # hang evidence: the last collective per rank
 
 
 @dataclass

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from crashcart.ingest.bundle import Bundle
 from crashcart.models import Citation, Claim, Culprit, Diagnosis, Evidence, Finding, RankLast
+from crashcart.scan.hang_evidence import reread
 from crashcart.text.gpuid import canonical_pci
 
 _PCI_TOKEN = re.compile(r"[0-9a-fA-F]{1,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}(?:\.[0-7])?|busId [0-9a-fA-F]+")
@@ -36,8 +37,16 @@ def check(ev_id: str, registry: dict[str, Evidence], bundle: Bundle) -> Citation
     if ev is None:
         return Citation(evidence_id=ev_id, file="", line=1, text="", verified=False, status="unknown_id")
     base = {"evidence_id": ev_id, "file": ev.file, "line": ev.line, "end_line": ev.end_line, "text": ev.text}
-    if bundle.physical(ev.file) is None:
+    phys = bundle.physical(ev.file)
+    if phys is None:
         return Citation(**base, verified=False, status="missing_file")
+    if ev.locator is not None:  # an entry inside a structured file: parsed afresh and rendered again
+        got_entry = reread(phys, ev.file, ev.locator)
+        base["locator"] = ev.locator
+        if got_entry is None:
+            return Citation(**base, verified=False, status="line_out_of_range")
+        ok = got_entry == (ev.line, ev.text)
+        return Citation(**base, verified=ok, status="ok" if ok else "text_mismatch")
     end = ev.end_line or ev.line
     got = bundle.read_lines(ev.file, ev.line, end)
     if len(got) != end - ev.line + 1:
@@ -74,6 +83,7 @@ def verify(diag: Diagnosis, registry: dict[str, Evidence], bundle: Bundle) -> Ve
         ],
         "timeline": [t for t in diag.timeline if t.evidence_id in ok],
         "root_evidence": root_ok,
+        "rank_stops": [s for s in diag.rank_stops if s.evidence_id in ok],
     }
     if diag.root_class != "unknown" and not root_ok:
         notes.append(f"the evidence for {diag.root_class} did not verify, so no root cause is claimed")
@@ -101,6 +111,7 @@ def _all_ids(diag: Diagnosis) -> list[str]:
     for h in diag.hypotheses:
         ids.extend(h.evidence_ids)
     ids.extend(t.evidence_id for t in diag.timeline)
+    ids.extend(s.evidence_id for s in diag.rank_stops)
     return list(dict.fromkeys(ids))
 
 

@@ -20,7 +20,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from crashcart.errors import EmptyBundle, NoLogsFound
-from crashcart.ingest import extract
+from crashcart.ingest import extract, hang_kinds
 from crashcart.models import BundleFile, ClockKind, FileKind, SkippedFile
 from crashcart.settings import BundleLimits
 from crashcart.text import clock, prefix
@@ -290,7 +290,7 @@ def _classify_all(
                 note=look.note,
             )
         )
-    if not any(f.kind in SCANNED_KINDS or f.kind == "telemetry" for f in files):
+    if not any(f.kind in SCANNED_KINDS or f.kind in {"telemetry", "hang_evidence"} for f in files):
         names = ", ".join(s.path for s in skipped[:3])
         why = f" (skipped: {names})" if names else ""
         raise NoLogsFound(f"{source.name} has no log, kernel, scheduler or telemetry files{why}")
@@ -382,6 +382,8 @@ def _kind_of(path: str, head: bytes) -> tuple[FileKind | None, str | None]:
         return "dashboard", None
     if not head:
         return None, "empty file"
+    if hang := hang_kinds.kind_of(head):  # Flight Recorder, stack dumps, RAS: by content, whatever the name
+        return "hang_evidence", hang
     if why := _binary_reason(head):
         packed = " once decompressed" if path.endswith(".gz") else ""
         return None, f"binary data, not text: {why}{packed}"

@@ -34,6 +34,7 @@ from crashcart.reduce.causal import (
     score,
     versions,
 )
+from crashcart.reduce.hang_files import add_file_candidates, with_rank_stops
 from crashcart.reduce.hangs import explained_by_wait, hang_candidate, throughput_drop, trusted_times, waits
 from crashcart.verify import gpu_named, node_named, rank_named
 
@@ -46,6 +47,10 @@ def reduce_offline(
     groups: list[Group], findings: list[Finding], topo: Topology, last: dict[int, RankLast]
 ) -> Diagnosis:
     """Decide the root cause; explain everything else as contributing factors or symptoms."""
+    return with_rank_stops(_decide(groups, findings, topo, last), findings, topo)  # where each rank stopped
+
+
+def _decide(groups: list[Group], findings: list[Finding], topo: Topology, last: dict[int, RankLast]) -> Diagnosis:
     findings = trusted_times(findings)  # an inherited time the file's next clock contradicts is no time
     pic = picture(findings, topo)
     cands = candidates(groups, findings)
@@ -70,6 +75,7 @@ def reduce_offline(
     for c in cands:
         score(c, pic, topo, findings, last, earliest)
     _add_hangs(cands, findings, topo, last)
+    add_file_candidates(cands, findings, topo)  # Flight Recorder, stack dumps, RAS (hang_files)
     hardware_first(cands)
     cands.sort(key=lambda c: (-c.score, c.time is None, c.time or datetime.max.astimezone(), c.class_id))
     best = cands[0] if cands else None

@@ -31,6 +31,7 @@ from crashcart.models import (
     TimeSource,
     Topology,
 )
+from crashcart.report.rank_stops import doc_rank_stop
 from crashcart.report.reading import ImpactInput, Reading, impact, own_time
 from crashcart.runbook.plan import build_runbook
 from crashcart.text.clock import to_iso
@@ -79,7 +80,15 @@ def llm_summary(llm: DocLLMStats) -> str | None:
 
 
 def _cite(c: Citation) -> DocCitation:
-    return DocCitation(file=c.file, line=c.line, end_line=c.end_line, text=c.text, verified=c.verified, status=c.status)
+    return DocCitation(
+        file=c.file,
+        line=c.line,
+        end_line=c.end_line,
+        text=c.text,
+        verified=c.verified,
+        status=c.status,
+        locator=c.locator,
+    )
 
 
 def build_document(
@@ -217,5 +226,8 @@ def _document(v: Verified, topo: Topology, facts: RunFacts, reading: Reading) ->
             "reasoning": [*d.reasoning, *v.notes],
             "partial": d.partial,
             "impact": impact(ImpactInput(d.root_class, root_time, d.time, explained, topo, reading.findings)),
+            "rank_stops": [
+                doc_rank_stop(s, _cite(cites[s.evidence_id])) for s in d.rank_stops if s.evidence_id in cites
+            ],
         }
     )

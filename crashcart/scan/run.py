@@ -24,6 +24,7 @@ from crashcart.ingest.extract import Member
 from crashcart.models import Finding, SkippedFile
 from crashcart.scan import telemetry
 from crashcart.scan.findings import IdSource, build_findings
+from crashcart.scan.hang_evidence import scan_hang_evidence
 from crashcart.scan.matcher import HyperscanMatcher, Matcher, ReMatcher, make_matcher
 from crashcart.scan.matcher import matcher_name as _matcher_name
 from crashcart.scan.reader import NUMPY_MIN_BYTES, Feed, FileScan, numpy_module, scan_file, scan_stream
@@ -122,6 +123,10 @@ def scan(
             note = "; ".join(filter(None, [note, f"{fs.dropped} more matched lines not kept (bounded memory)"]))
         if note:
             result.notes[bf.path] = note
+    hangs = scan_hang_evidence(bundle, ids)  # Flight Recorder, stack dumps, RAS reports (issue 18)
+    result.findings.extend(hangs.findings)
+    result.failures.extend(hangs.failures)
+    result.notes.update(hangs.notes)
     return result
 
 

@@ -1,0 +1,97 @@
+"""Recognise hang evidence by content (whatever the file is called): ingest's classification hook.
+
+Flight Recorder dumps (a pickle whose first opcodes build the dump's dict, or JSON with its keys), stack dumps
+(``py-spy dump``, gdb ``thread apply all bt``, a file that starts with a ``faulthandler`` dump) and NCCL RAS
+reports. The answer is the note the bundle file carries; ``crashcart.scan.hang_evidence`` reads the files. Pure.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from crashcart.text.prefix import split_prefix
+
+HangNote = Literal[
+    "Flight Recorder dump (pickle)",
+    "Flight Recorder dump (JSON)",
+    "py-spy dump",
+    "gdb backtrace",
+    "faulthandler dump",
+    "NCCL RAS report",
+]
+NOTES: tuple[HangNote, ...] = (
+    "Flight Recorder dump (pickle)",
+    "Flight Recorder dump (JSON)",
+    "py-spy dump",
+    "gdb backtrace",
+    "faulthandler dump",
+    "NCCL RAS report",
+)
+
+PYSPY_PROC = re.compile(r"^Process (?P<pid>\d+): (?P<cmd>.*)$")
+PYSPY_THREAD = re.compile(r'^Thread (?P<tid>0x[0-9A-Fa-f]+|\d+) \((?P<state>[a-z]+)\)(?:: "(?P<name>[^"]*)")?\s*$')
+FH_THREAD = re.compile(
+    r"^(?P<current>Current thread|Thread) (?P<tid>0x[0-9a-fA-F]+)(?: \[[^\]]*\])? \(most recent call first\):\s*$"
+)
+GDB_THREAD = re.compile(
+    r'^Thread (?P<num>\d+) \(Thread (?P<addr>0x[0-9a-f]+) \(LWP (?P<lwp>\d+)\)(?: "(?P<name>[^"]*)")?\):'
+)
+GDB_FRAME = re.compile(
+    r"^#(?P<i>\d+)\s+(?:0x[0-9a-f]+ in )?(?P<func>[^\s(]+)(?: \(.*?\))?(?: (?:at|from) (?P<file>\S+))?"
+)
+_RAS_SIGNS = ("Communicators...", "Job summary", "RAS Monitor Mode", "Missing communicator data")
+
+
+def flight_recorder_form(head: bytes) -> Literal["pickle", "json"] | None:
+    """Is this (by its first bytes) a Flight Recorder dump, and in which form?"""
+    if head[:1] == b"\x80" and len(head) > 2 and 2 <= head[1] <= 5:  # pickle protocol 2..5
+        sample = head[:4096]
+        return "pickle" if b"pg_config" in sample or (b"entries" in sample and b"version" in sample) else None
+    if head.lstrip()[:1] != b"{":
+        return None
+    sample = head[:65536]
+    if b'"entries"' in sample and (b'"pg_config"' in sample or b'"pg_status"' in sample):
+        return "json"
+    if b'"collective_seq_id"' in sample and b'"profiling_name"' in sample:
+        return "json"
+    return None
+
+
+def stack_tool(text: str) -> Literal["py-spy", "gdb", "faulthandler"] | None:
+    """The tool that wrote a file that *is* a stack dump (a log holding one is a log, read as well)."""
+    lines = [split_prefix(ln).rest for ln in text.split("\n")[:40]]
+    firsts = [ln for ln in lines if ln.strip()][:3]
+    if any(PYSPY_PROC.match(ln) for ln in firsts) and any(PYSPY_THREAD.match(ln) for ln in lines):
+        return "py-spy"
+    if any(GDB_THREAD.match(ln) for ln in lines[:10]) and any(GDB_FRAME.match(ln) for ln in lines):
+        return "gdb"
+    if firsts and FH_THREAD.match(firsts[0]):
+        return "faulthandler"
+    return None
+
+
+def is_ras(text: str) -> bool:
+    sample = text[:65536]
+    return ("=====" in sample and any(s in sample for s in _RAS_SIGNS)) or "] PEER_DEAD: Process " in sample
+
+
+def kind_of(head: bytes) -> HangNote | None:
+    """The note of a hang-evidence file, from its first bytes; None: not one."""
+    form = flight_recorder_form(head)
+    if form is not None:
+        return "Flight Recorder dump (pickle)" if form == "pickle" else "Flight Recorder dump (JSON)"
+    if head[:1] == b"\x80":
+        return None
+    text = head[:65536].decode("utf-8", "replace")
+    tool = stack_tool(text)
+    if tool is not None:
+        notes: dict[str, HangNote] = {
+            "py-spy": "py-spy dump",
+            "gdb": "gdb backtrace",
+            "faulthandler": "faulthandler dump",
+        }
+        return notes[tool]
+    if is_ras(text):
+        return "NCCL RAS report"
+    return None

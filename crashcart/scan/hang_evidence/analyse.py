@@ -1,0 +1,320 @@
+"""Hang evidence files -> Findings with Evidence that ``verify`` can re-check.
+
+Input: the opened bundle (its ``hang_evidence`` files, and rank logs that may hold a faulthandler dump) and the
+scan's id source. Output: ``HangScan`` (findings, files refused with a reason, notes). Findings:
+
+- ``hang.fr.missing`` / ``hang.fr.not_started`` (``rank_hang_or_missing_rank``), ``hang.fr.mismatch``
+  (``collective_mismatch_desync``), ``hang.fr.straggler`` (``straggler_fail_slow``): one per culprit rank, the
+  reasoning as the summary, citing the culprit's last entry and the entry of the collective the others wait in;
+- ``hang.fr.consistent`` (context): a process group where every rank stopped at the same collective;
+- ``hang.fr.stop`` (context): where each rank stopped in each PG (its last entry), for the timeline;
+- ``hang.stack.minority``: the process whose main thread is not where the others' are;
+- ``hang.ras.dead`` / ``hang.ras.missing`` / ``hang.ras.behind``: what an NCCL RAS report says.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+from crashcart.ingest.bundle import Bundle, canonical_line
+from crashcart.ingest.hang_kinds import flight_recorder_form
+from crashcart.models import BundleFile, Evidence, Finding, Role, Severity, SkippedFile
+from crashcart.scan.findings import IdSource
+from crashcart.scan.hang_evidence import collectives, fr, ras, stacks
+from crashcart.scan.hang_evidence.collectives import KIND_CLASS, Verdict, ranks_text
+
+HANG_KIND = "hang_evidence"
+LOG_KINDS = frozenset({"rank_log", "combined_log", "log"})
+MAX_LOG_READ = 8 * 1024 * 1024  # rank logs larger than this are not searched for faulthandler dumps
+MAX_LOG_TOTAL = 256 * 1024 * 1024
+MAX_CULPRITS = 8
+_FH_MARK = b"(most recent call first):"
+
+
+@dataclass
+class HangScan:
+    findings: list[Finding] = field(default_factory=list)
+    failures: list[SkippedFile] = field(default_factory=list)
+    notes: dict[str, str] = field(default_factory=dict)
+
+
+def scan_hang_evidence(bundle: Bundle, ids: IdSource) -> HangScan:
+    """Every hang-evidence file of ``bundle`` read and reasoned over; a bad file is a failure, not an exception."""
+    out = HangScan()
+    dumps: list[fr.Dump] = []
+    procs: list[stacks.Process] = []
+    reports: list[tuple[str, ras.RasReport]] = []
+    max_line = bundle.limits.max_line_bytes
+    budget = MAX_LOG_TOTAL
+    for bf in sorted(bundle.files, key=lambda f: f.path):
+        phys = bundle.physical(bf.path)
+        if phys is None:
+            continue
+        if bf.kind == HANG_KIND:
+            _read_one(bf, phys, max_line, dumps, procs, reports, out)
+        elif bf.kind in LOG_KINDS and bf.size <= MAX_LOG_READ and budget > 0:
+            budget -= bf.size
+            data = phys.read_bytes()
+            if _FH_MARK in data:
+                lines = [canonical_line(raw, max_line) for raw in data.split(b"\n")]
+                procs.extend(p for p in stacks.parse(bf.path, lines, bf.rank) if p.tool == "faulthandler")
+    verdicts = collectives.analyse(dumps)
+    no_dump = _ranks_without_dump(dumps)
+    for v in verdicts:
+        out.findings.extend(_fr_findings(v, ids, no_dump))
+    out.findings.extend(_stack_findings(procs, ids))
+    for path, rep in reports:
+        out.findings.extend(_ras_findings(path, rep, ids, max_line, bundle))
+    if no_dump:
+        for d in dumps[:1]:
+            out.notes[d.path] = (
+                f"no Flight Recorder dump for rank{'s' if len(no_dump) > 1 else ''} {ranks_text(no_dump)}"
+            )
+    return out
+
+
+def _read_one(
+    bf: BundleFile,
+    phys: Path,
+    max_line: int,
+    dumps: list[fr.Dump],
+    procs: list[stacks.Process],
+    reports: list[tuple[str, ras.RasReport]],
+    out: HangScan,
+) -> None:
+    note = bf.note or ""
+    try:
+        if note.startswith("Flight Recorder"):
+            with phys.open("rb") as fh:
+                form = flight_recorder_form(fh.read(65536))
+            if form is None:
+                raise fr.DumpRefused("not a Flight Recorder dump")
+            dump = fr.load(phys, bf.path, form)
+            if dump.rank is None:
+                raise fr.DumpRefused("Flight Recorder dump whose file name gives no rank (expected <prefix><rank>)")
+            dumps.append(dump)
+            return
+        lines = stacks.read_text_lines(phys, canonical_line, max_line)
+        if lines is None:
+            raise fr.DumpRefused(
+                f"{note} of {bf.size:,} bytes, over the {stacks.MAX_STACK_FILE:,}-byte limit: not read"
+            )
+        if note == "NCCL RAS report":
+            reports.append((bf.path, ras.parse(lines)))
+        else:
+            got = stacks.parse(bf.path, lines, bf.rank)
+            if not got:
+                raise fr.DumpRefused(f"{note} with no thread in it")
+            procs.extend(got)
+    except fr.DumpRefused as exc:
+        out.failures.append(SkippedFile(path=bf.path, reason=str(exc)))
+    except OSError as exc:
+        out.failures.append(SkippedFile(path=bf.path, reason=f"unreadable: {exc.strerror or exc}"))
+
+
+def _ranks_without_dump(dumps: list[fr.Dump]) -> list[int]:
+    have = {d.rank for d in dumps if d.rank is not None}
+    if not have:
+        return []
+    expected: set[int] = set(range(max(have) + 1))
+    for d in dumps:
+        for ranks in d.pg_ranks.values():
+            expected.update(ranks)
+    return sorted(expected - have)
+
+
+def _time(ns: int | None) -> datetime | None:
+    if ns is None or ns <= 0 or ns > 4_102_444_800 * 10**9:
+        return None
+    return datetime.fromtimestamp(ns / 1e9, tz=UTC)
+
+
+def _entry_ev(ids: IdSource, dump: fr.Dump, e: fr.Entry) -> Evidence:
+    return Evidence(
+        id=ids.evidence_id(), file=dump.path, line=e.line, text=fr.entry_text(dump, e), locator=f"entries[{e.index}]"
+    )
+
+
+def _fr_findings(v: Verdict, ids: IdSource, no_dump: list[int]) -> list[Finding]:
+    out: list[Finding] = []
+    fields = {"pg": v.pg, "pg_desc": v.desc, "seq": str(v.seq), "op": v.op or "", "others": ranks_text(v.others)}
+    if no_dump:
+        fields["no_dump"] = ranks_text(no_dump)
+    if v.kind == "ok":
+        if v.evidence:
+            dump, e = v.evidence[0]
+            out.append(
+                _finding(
+                    ids,
+                    v.summary,
+                    "context",
+                    "info",
+                    "hang.fr.consistent",
+                    KIND_CLASS["ok"],
+                    None,
+                    _time(e.time_ns),
+                    fields,
+                    [_entry_ev(ids, dump, e)],
+                )
+            )
+    else:
+        severity: Severity = "P2" if v.kind == "mismatch" else "P1"
+        for r in v.culprits[:MAX_CULPRITS]:
+            own = [(d, e) for d, e in v.evidence if d.rank == r]
+            rest = [(d, e) for d, e in v.evidence if d.rank != r][:1]
+            if not own:  # a rank that entered no collective of the PG: cite its dump's last entry, if any
+                own = [(s.dump, s.dump.entries[-1]) for s in v.stops if s.rank == r and s.dump.entries]
+            evidence = [_entry_ev(ids, d, e) for d, e in [*own[:1], *rest]]
+            if not evidence:
+                continue
+            out.append(
+                _finding(
+                    ids,
+                    v.summary,
+                    "root_candidate",
+                    severity,
+                    f"hang.fr.{v.kind}",
+                    KIND_CLASS[v.kind],
+                    r,
+                    _time(v.time_ns),
+                    {**fields, "culprit": str(r)},
+                    evidence,
+                )
+            )
+    for s in v.stops:
+        if s.entry is None:
+            continue
+        stop_fields = {
+            "pg": v.pg,
+            "pg_desc": v.desc,
+            "seq": str(s.entry.seq),
+            "op": collectives._op(s.entry),
+            "state": s.entry.state,
+            "behind": str(s.behind),
+        }
+        summary = (
+            f"rank {s.rank} last entered {collectives._op(s.entry)} collective_seq_id {s.entry.seq} of PG "
+            f"{v.pg}" + (f", {s.behind} behind" if s.behind else "")
+        )
+        out.append(
+            _finding(
+                ids,
+                summary,
+                "context",
+                "info",
+                "hang.fr.stop",
+                KIND_CLASS["ok"],
+                s.rank,
+                _time(s.entry.time_ns),
+                stop_fields,
+                [_entry_ev(ids, s.dump, s.entry)],
+            )
+        )
+    return out
+
+
+def _finding(
+    ids: IdSource,
+    summary: str,
+    role: Role,
+    severity: Severity,
+    signature: str,
+    class_id: str,
+    rank: int | None,
+    time: datetime | None,
+    fields: dict[str, str],
+    evidence: list[Evidence],
+    node: str | None = None,
+) -> Finding:
+    return Finding(
+        id=ids.finding(),
+        class_id=class_id,
+        signature=signature,
+        role=role,
+        severity=severity,
+        summary=summary,
+        time=time,
+        rank=rank,
+        node=node,
+        fields=fields,
+        evidence=evidence,
+    )
+
+
+def _stack_ev(ids: IdSource, p: stacks.Process, t: stacks.Thread) -> Evidence:
+    end = t.frames[min(len(t.frames), stacks.FRAMES_CITED) - 1].line if t.frames else t.header
+    text = "\n".join(p.lines[t.header - 1 : end])
+    return Evidence(
+        id=ids.evidence_id(), file=p.path, line=t.header, end_line=end if end > t.header else None, text=text
+    )
+
+
+def _stack_findings(procs: list[stacks.Process], ids: IdSource) -> list[Finding]:
+    odd = stacks.odd_ones(procs)
+    if odd is None:
+        return []
+    out: list[Finding] = []
+    others = sorted({p.rank for p in odd.others if p.rank is not None})
+    who_else = f"ranks {ranks_text(others)}" if others else f"{len(odd.others)} other processes"
+    tool = odd.culprits[0].tool
+    cls = "collective_mismatch_desync" if odd.mismatch else "rank_hang_or_missing_rank"
+    ref = odd.others[0]
+    for p in odd.culprits[:MAX_CULPRITS]:
+        got = stacks.place(p)
+        if got is None:
+            continue
+        pl, t, _ = got
+        me = f"rank {p.rank}" if p.rank is not None else f"process {p.pid or '?'} ({p.path})"
+        verb = "waits in" if pl.collective else "is in"
+        summary = f"{me}'s main thread {verb} {pl.where} ({tool}), while {who_else} wait in {odd.others_place.where}"
+        ev = [_stack_ev(ids, p, t)]
+        ref_t = ref.main()
+        if ref_t is not None:
+            ev.append(_stack_ev(ids, ref, ref_t))
+        out.append(
+            _finding(
+                ids,
+                summary,
+                "root_candidate",
+                "P1",
+                "hang.stack.minority",
+                cls,
+                p.rank,
+                None,
+                {"tool": tool, "where": pl.where, "others": ranks_text(others)},
+                ev,
+            )
+        )
+    return out
+
+
+def _ras_findings(path: str, rep: ras.RasReport, ids: IdSource, max_line: int, bundle: Bundle) -> list[Finding]:
+    out: list[Finding] = []
+    for fact in rep.facts[:64]:
+        text = bundle.read_lines(path, fact.line)
+        if not text:
+            continue
+        ev = Evidence(id=ids.evidence_id(), file=path, line=fact.line, text=text[0])
+        out.append(
+            _finding(
+                ids,
+                fact.detail,
+                "root_candidate",
+                "P1",
+                f"hang.ras.{fact.kind}",
+                "rank_hang_or_missing_rank",
+                fact.rank,
+                None,
+                {"comm": fact.comm or "", "pid": fact.pid or "", "source": "ncclras"},
+                [ev],
+                node=fact.host,
+            )
+        )
+    return out
+
+
+def reread(physical: Path, path: str, locator: str) -> tuple[int, str] | None:
+    """``verify``'s hook: (line, text) of a located entry, parsed afresh from the file."""
+    return fr.reread(physical, path, locator)
