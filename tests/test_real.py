@@ -93,11 +93,8 @@ def test_the_real_corpus_has_the_agreed_spread() -> None:
     multi = [c for c in cases if sum(1 for f in c.rglob("*") if f.is_file() and f.name not in LABEL_FILES) > 1]
     splits = [json.loads((c / "expected.json").read_text())["split"] for c in cases]
     assert len(cases) >= 40 and len(sources) >= 30 and len(classes) >= 20
-    assert len(multi) >= MULTI_FILE_FLOOR
+    assert len(multi) >= 10
     assert 0.35 <= splits.count("dev") / len(splits) <= 0.65
-
-
-MULTI_FILE_FLOOR = 4  # measured; the issue asks for 10 (see incidents/real/README.md)
 
 
 def test_the_real_readme_lists_every_case() -> None:
@@ -124,8 +121,8 @@ def test_the_engine_never_reads_labels(settings: Settings, tmp_path: Path) -> No
 # Floors: what `crashcart eval incidents/real incidents/torch` measured (README "Accuracy"). Raise them when
 # the engine gets better; never lower them to make a change pass.
 FLOORS = {
-    "real": {"class_accuracy": 0.0, "citation_validity": 1.0},
-    "torch": {"class_accuracy": 0.0, "citation_validity": 1.0},
+    "real": {"class_accuracy": 0.5738, "citation_validity": 1.0},  # first contact 2026-12-01
+    "torch": {"class_accuracy": 0.4737, "citation_validity": 1.0},  # first contact 2026-12-01
 }
 
 
