@@ -11,7 +11,7 @@ import pytest
 from matplotlib import image
 
 from crashcart.models import DiagnosisDocument
-from crashcart.report.timeline import render_timeline
+from crashcart.report.timeline import figure, render_timeline
 from crashcart.scan.telemetry import GPU_TEMP, SM_CLOCK, GpuSeries, Sample
 
 T0 = datetime(2026, 11, 30, 2, 13, 7, tzinfo=UTC)
@@ -135,6 +135,50 @@ def test_renders_small_and_huge_jobs(tmp_path: Path, ranks: int, per_node: int, 
     assert red > 500  # the verdict title and the root-cause star are drawn in the root red
 
 
+def _drawn(fig: Any) -> tuple[list[Any], Any]:
+    """Every text artist of a drawn figure (tick labels included), and the renderer that measured them."""
+    from matplotlib.text import Text
+
+    fig.canvas.draw()
+    texts = [t for t in [*fig.texts, *fig.findobj(Text)] if t.get_visible() and t.get_text()]
+    return texts, fig.canvas.get_renderer()
+
+
+@pytest.mark.parametrize(
+    ("ranks", "per_node", "culprit"),
+    [(8, 4, 5), (64, 8, 43), (512, 8, 345), (1024, 8, 691)],
+    ids=["8-ranks", "64-ranks", "512-ranks", "1024-ranks"],
+)
+def test_the_culprit_has_its_own_labelled_row_and_nothing_overlaps(ranks: int, per_node: int, culprit: int) -> None:
+    doc = make_doc(ranks, per_node, culprit=culprit)
+    fig = figure(doc)
+    texts, renderer = _drawn(fig)
+    ax = fig.axes[0]
+    labels = [t.get_text() for t in ax.get_yticklabels()]
+    assert labels[0].startswith(f"rank {culprit} (culprit)\ngpu-node-{culprit // per_node:03d}")
+    assert 2 <= len(labels) <= 7  # a band per kind of behaviour, not a row per rank
+    others = ranks - 1
+    assert any(label.startswith(f"{others - 3:,} ranks") for label in labels)  # the big band carries its count
+    boxes = [t.get_window_extent(renderer) for t in ax.get_yticklabels()]
+    assert all(not a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1 :])
+    assert all(b.x0 >= 0 for b in boxes)  # no row label is cut at the left edge
+    legend = fig.legends[0].get_window_extent(renderer)
+    assert legend.y0 >= ax.get_window_extent(renderer).y1  # the legend sits above the chart, never on it
+    assert "ROOT CAUSE" in {t.get_text() for t in texts}
+
+
+def test_events_outside_the_window_get_a_marker_and_plain_words(tmp_path: Path) -> None:
+    doc = make_doc(8, 4, culprit=5)
+    late = doc.symptoms[0].model_copy(
+        update={"first_time": iso(T0 + timedelta(hours=3)), "last_time": iso(T0 + timedelta(hours=3, seconds=5))}
+    )
+    doc = doc.model_copy(update={"symptoms": [late, *doc.symptoms[1:]]})
+    texts, _ = _drawn(figure(doc))
+    words = " ".join(t.get_text() for t in texts)
+    assert "off the chart:" in words and "NCCL collective timed out: 2.8 h later" in words
+    assert "clocks?" not in words and "first symptom, 10 min after the root cause" in words
+
+
 def test_same_input_same_bytes(tmp_path: Path) -> None:
     doc = make_doc(64, 8)
     a = render_timeline(doc, tmp_path / "a.png").read_bytes()
@@ -184,3 +228,14 @@ def test_the_culprit_gpu_telemetry_is_drawn(tmp_path: Path) -> None:
     assert with_panel.read_bytes() != plain
     other_gpu = render_timeline(doc, tmp_path / "other.png", series=telemetry[2:]).read_bytes()
     assert other_gpu == plain  # no series of the culprit GPU: no panel
+    fig = figure(doc, series=telemetry)
+    _, renderer = _drawn(fig)
+    legend = fig.axes[1].get_legend()
+    names = [t.get_text() for t in legend.get_texts()]
+    assert names == ["other GPUs, SM clock (median)", "culprit GPU, SM clock", "culprit GPU, temperature (°C)"]
+    assert legend.get_window_extent(renderer).y0 >= fig.axes[1].get_window_extent(renderer).y1 - 1  # above its lines
+    from matplotlib.colors import to_hex
+
+    lines = {to_hex(line.get_color()) for ax in fig.axes for line in ax.get_lines() if line.get_label()[0] != "_"}
+    lanes = {to_hex(h.get_facecolor(), keep_alpha=False) for h in fig.legends[0].legend_handles}
+    assert len(lines) == 3 and not lines & lanes  # telemetry colours are their own, never a symptom's

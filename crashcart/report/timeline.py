@@ -1,9 +1,11 @@
 """Report stage: a ``DiagnosisDocument`` (and optional GPU telemetry) -> ``timeline.png``.
 
-Ranks, nodes or bands of nodes on y, UTC time on x (event order when times are missing): the root cause
-as a labelled star, symptom spans per class with counts, the first symptom and the teardown, and the
-culprit GPU's SM clock and temperature in a small panel. Matplotlib Agg, fixed size and DPI, no
-timestamps in the file, so the same input gives the same bytes. Writes one file.
+Rows are the culprit (its own labelled row, with the root cause as a star) and bands of ranks that behaved
+alike (one row each, with a count), whatever the job's size; UTC time on x (event order when no time is
+known), one strip per symptom class in every row it touches, lines without a clock of their own in a "no
+clock" column, markers at the edge for events outside the window, and the culprit GPU's SM clock and
+temperature in a small panel. Matplotlib Agg, fixed size and DPI, no timestamps in the file, so the same
+input gives the same bytes. Writes one file.
 """
 
 from __future__ import annotations
@@ -18,29 +20,30 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
-from crashcart.catalogue import load_catalogue
-from crashcart.models import DiagnosisDocument
+from crashcart.models import DiagnosisDocument, DocSymptom
+from crashcart.report.reading import NOT_A_FAILURE
+from crashcart.report.words import ROOT_UNKNOWN, class_title
 from crashcart.scan.telemetry import GPU_TEMP, SM_CLOCK, GpuSeries
 from crashcart.text.clock import from_iso
 from crashcart.text.gpuid import canonical_pci
 
 SIZE, DPI = (10.0, 5.625), 120  # 1200 x 675 px: a Slack preview shows it ~360 px wide
-MAX_ROWS, MAX_LANES, LANE_ROWS = 64, 4, 16  # each class gets its own strip per row while rows are few
+MAX_BANDS, MAX_LANES = 5, 4  # bands of alike ranks besides the culprit's row; coloured symptom classes
 GAP = timedelta(minutes=35)  # events further apart than this (more than an NCCL timeout) leave the window
-RED, INK, GREY, BG, TEMP, TEARDOWN = "#d7191c", "#111111", "#8c8c8c", "#ffffff", "#e66101", "#9e9e9e"
-PALETTE = ["#2b83ba", "#fdae61", "#7b3294", "#1a9641"]  # colour-blind-safe, all distinct from the root red
+RED, INK, GREY, BG, TEARDOWN = "#d7191c", "#111111", "#8c8c8c", "#ffffff", "#9e9e9e"
+PALETTE = ["#2b83ba", "#7b3294", "#1a9641", "#a6611a"]  # colour-blind-safe, none red or orange
+TEMP, PEERS = "#e66101", "#555555"  # telemetry: the culprit's temperature (orange), the other GPUs (dark grey)
 _STEPS = [1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400]
 
 
 @dataclass
-class _Rows:
-    n: int
-    of_rank: dict[int, int]
-    of_node: dict[str, int]
-    ticks: list[tuple[float, str]]
+class _Row:
     label: str
-    bands: list[tuple[int, int, str]] = field(default_factory=list)  # (first row, last row, node) in rank mode
+    ranks: set[int]
+    culprit: bool = False
+    nodes: set[str] = field(default_factory=set)  # a node row (no rank known) or a job-wide row (empty)
 
 
 @dataclass
@@ -50,21 +53,20 @@ class _Lane:
     rows: list[int]
     start: datetime | None
     end: datetime | None
+    untimed: int = 0
     teardown: bool = False
     color: str = TEARDOWN
 
 
 @dataclass
 class _Axis:
-    """x is seconds since ``ref`` (timed) or event order (not timed); ``gutter`` holds untimed events."""
+    """x is seconds since ``ref`` (timed) or event order (not timed); ``gutter`` holds lines without a clock."""
 
     timed: bool
     lo: float
     hi: float
     ref: datetime | None = None
     gutter: tuple[float, float] | None = None
-    before: bool = False
-    after: bool = False
 
     @property
     def data_hi(self) -> float:
@@ -74,113 +76,132 @@ class _Axis:
         assert self.ref is not None
         return (t - self.ref).total_seconds()
 
-    def inside(self, t: datetime | None) -> bool:
-        return self.timed and t is not None and self.lo <= self.x(t) <= self.data_hi
-
-    def span(self, start: datetime | None, end: datetime | None, order: int) -> tuple[float, float, bool]:
-        """Left edge and width of an event inside the window, and whether it starts before the window."""
-        if not self.timed:
-            return order + 1.15, 0.7, False  # position 0 is the root cause's
-        if start is None:
-            g0, g1 = self.gutter or (self.hi, self.hi)
-            return g0 + (g1 - g0) * 0.15, (g1 - g0) * 0.7, False
-        a, b = self.x(start), self.x(end or start)
-        ca, cb = min(max(a, self.lo), self.data_hi), min(max(b, self.lo), self.data_hi)
-        return ca, cb - ca, a < self.lo
+    def where(self, t: datetime) -> int:
+        """-1 before the window, 0 inside, 1 after."""
+        x = self.x(t)
+        return -1 if x < self.lo else 1 if x > self.data_hi else 0
 
 
-def _short(title: str, limit: int = 32) -> str:
+def _short(title: str, limit: int = 30) -> str:
     text = title.split(" (")[0]
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _dur(seconds: float) -> str:
+    seconds = abs(seconds)
     if seconds < 60:
         return f"{seconds:.0f} s" if seconds >= 10 else f"{seconds:.1f} s"
-    return f"{seconds / 60:.0f} min" if seconds < 3600 else f"{seconds / 3600:.1f} h"
+    if seconds < 3600:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def _ranges(values: Sequence[int], limit: int = 22) -> str:
+    nums = sorted(set(values))
+    parts: list[str] = []
+    i = 0
+    while i < len(nums):
+        j = i
+        while j + 1 < len(nums) and nums[j + 1] == nums[j] + 1:
+            j += 1
+        parts.append(str(nums[i]) if i == j else f"{nums[i]}-{nums[j]}")
+        i = j + 1
+    text = ", ".join(parts)
+    return text if len(text) <= limit else text[: limit - 1].rsplit(",", 1)[0] + ", …"
 
 
 # --- what to draw ------------------------------------------------------------------------------------------
 
 
-def _rows(doc: DiagnosisDocument) -> _Rows:
-    """One row per rank (grouped by node) up to MAX_ROWS ranks; else one per node, or per band of nodes."""
-    topo = {int(r): info for r, info in doc.topology.items() if r.isdigit()}
+def _node_of(doc: DiagnosisDocument) -> dict[int, str]:
+    return {int(r): str(i["node"]) for r, i in doc.topology.items() if r.isdigit() and i.get("node")}
+
+
+def _touches(s: DocSymptom, rank: int, node_of: dict[int, str]) -> bool:
+    return rank in s.ranks if s.ranks else node_of.get(rank) in s.nodes
+
+
+def _rows(doc: DiagnosisDocument, groups: list[list[DocSymptom]]) -> list[_Row]:
+    """The culprit's own row first, then bands of ranks that printed the same kinds of line, largest first."""
+    node_of = _node_of(doc)
     c = doc.root_cause.culprit
-    ranks = set(topo) | {r for s in doc.symptoms for r in s.ranks} | ({c.rank} if c.rank is not None else set())
-    node_of = {r: str(info["node"]) for r, info in topo.items() if info.get("node")}
-    nodes = list(dict.fromkeys([node_of[r] for r in sorted(node_of)] + [n for s in doc.symptoms for n in s.nodes]))
-    nodes += [c.node] if c.node and c.node not in nodes else []
-    world = max(ranks) + 1 if ranks else 0
-    if world == 0 and not nodes:
-        return _Rows(1, {}, {}, [(0.5, "job")], "")
-    if 0 < world <= MAX_ROWS:
-        members: dict[str, list[int]] = {}
-        for r in range(world):
-            if r in node_of:
-                members.setdefault(node_of[r], []).append(r)
-        bands = [(min(rs), max(rs), n) for n, rs in members.items()]
-        ticks = [((lo + hi + 1) / 2, f"{n}\nranks {lo}-{hi}" if hi > lo else f"{n}\nrank {lo}") for lo, hi, n in bands]
-        if not ticks or len(bands) > LANE_ROWS:
-            ticks = [(0.5, "rank 0"), (world - 0.5, f"rank {world - 1}")]
-        label = f"{world} ranks" + (f" on {len(members)} nodes" if members else "")
-        first = {n: min(rs) for n, rs in members.items()}
-        return _Rows(world, {r: r for r in range(world)}, first, ticks, label, bands)
-    if not nodes:  # many ranks and no host names: bands of ranks
-        per = math.ceil(world / MAX_ROWS)
-        n = math.ceil(world / per)
-        ticks = [(0.5, "rank 0"), (n - 0.5, f"rank {world - 1}")]
-        return _Rows(n, {r: r // per for r in range(world)}, {}, ticks, f"{world:,} ranks, {per} per row")
-    per = math.ceil(len(nodes) / MAX_ROWS)
-    of_node = {name: i // per for i, name in enumerate(nodes)}
-    n = math.ceil(len(nodes) / per)
-    label = f"{len(nodes)} nodes" + (f", {world:,} ranks" if world else "") + (f" ({per} per row)" if per > 1 else "")
-    rows = _Rows(n, {r: of_node[node_of[r]] for r in node_of}, of_node, [(0.5, nodes[0]), (n - 0.5, nodes[-1])], label)
-    if c.node in of_node and 2 < of_node[c.node] < n - 3:
-        rows.ticks.insert(1, (of_node[c.node] + 0.5, c.node))
+    ranks = set(node_of) | {r for g in groups for s in g for r in s.ranks}
+    ranks |= {c.rank} if c.rank is not None else set()
+    rows: list[_Row] = []
+    if c.rank is not None:
+        gpu = c.gpu.removeprefix("0000:") if c.gpu else None
+        where = " · ".join(x for x in (c.node or node_of.get(c.rank), f"GPU {gpu}" if gpu else None) if x)
+        rows.append(_Row(f"rank {c.rank} (culprit)" + (f"\n{where}" if where else ""), {c.rank}, culprit=True))
+    elif c.node:
+        mine = {r for r, n in node_of.items() if n == c.node}
+        rows.append(_Row(f"{c.node}\n(culprit node)", mine, culprit=True, nodes={c.node}))
+    taken = set().union(*(r.ranks for r in rows)) if rows else set()
+    bands: dict[tuple[int, ...], list[int]] = {}
+    for r in sorted(ranks - taken):
+        key = tuple(i for i, g in enumerate(groups) if any(_touches(s, r, node_of) for s in g))
+        bands.setdefault(key, []).append(r)
+    ordered = sorted(bands.items(), key=lambda kv: (-len(kv[1]), kv[0]))
+    if len(ordered) > MAX_BANDS:
+        rest = [r for _, rs in ordered[MAX_BANDS - 1 :] for r in rs]
+        ordered = [*ordered[: MAX_BANDS - 1], ((-1,), sorted(rest))]
+    for key, members in ordered:
+        nodes = {node_of[r] for r in members if r in node_of}
+        on = f" on {next(iter(nodes))}" if len(nodes) == 1 else f" on {len(nodes)} nodes" if nodes else ""
+        if len(members) == 1:
+            rows.append(_Row(f"rank {members[0]}{on}" + (" (no error line)" if key == () else ""), set(members)))
+            continue
+        what = "other ranks" if key == (-1,) else "ranks"
+        quiet = " (no error line)" if key == () else ""
+        rows.append(_Row(f"{len(members):,} {what}{on}{quiet}\n{_ranges(members)}", set(members)))
+    if not rows or any(not s.ranks and not s.nodes for g in groups for s in g):
+        rows.append(_Row("job-wide\n(no rank named)", set()))
     return rows
 
 
-def _role(doc: DiagnosisDocument, class_id: str) -> str:
-    roles = [e.role for e in doc.timeline if e.class_ == class_id]
-    if roles:
-        return max(sorted(set(roles)), key=roles.count)
-    info = load_catalogue().classes.get(class_id)
-    return info.default_role if info else "cascade"
+def _hits(row: _Row, s: DocSymptom, node_of: dict[int, str]) -> bool:
+    if row.ranks:
+        return any(_touches(s, r, node_of) for r in row.ranks)
+    if row.nodes:  # a culprit node whose ranks are not known
+        return bool(row.nodes & set(s.nodes))
+    return not s.ranks and not s.nodes  # the job-wide row
 
 
-def _lanes(doc: DiagnosisDocument, rows: _Rows) -> list[_Lane]:
-    """Symptom classes, heaviest first (as the document lists them): four in colour, the rest merged into a
-    grey one, then each teardown class (hatched, one legend entry)."""
-    cat = load_catalogue()
-    lanes: list[_Lane] = []
-    for s in doc.symptoms:
-        hit = {rows.of_rank[r] for r in s.ranks if r in rows.of_rank}
-        if not hit:
-            hit = {rows.of_node[n] for n in s.nodes if n in rows.of_node}
-            hit |= {r for lo, hi, n in rows.bands if n in s.nodes for r in range(lo, hi + 1)}
-        start = from_iso(s.first_time)
-        lane = _Lane(cat.class_title(s.class_), s.count, sorted(hit) or list(range(rows.n)), start, start)
-        lane.end = from_iso(s.last_time) or start
-        lane.teardown = _role(doc, s.class_) == "teardown" or s.class_ == "unknown"  # unclassified: background
-        lanes.append(lane)
-    shown = [x for x in lanes if not x.teardown][:MAX_LANES]
-    for lane, colour in zip(shown, PALETTE, strict=False):
-        lane.color = colour
-    if rest := [x for x in lanes if not x.teardown and x not in shown]:
-        times = [t for x in rest for t in (x.start, x.end) if t]
-        hit_rows = sorted({r for x in rest for r in x.rows})
-        first, last = min(times, default=None), max(times, default=None)
-        more = _Lane(f"{len(rest)} more symptoms", sum(x.count for x in rest), hit_rows, first, last, color=GREY)
-        shown.append(more)
-    return shown + [x for x in lanes if x.teardown]
+def _lanes(doc: DiagnosisDocument) -> list[tuple[_Lane, list[DocSymptom]]]:
+    """Symptom classes (four in colour, the rest merged into a grey one), then the teardown classes merged
+    into one hatched lane; benign lines are not drawn. Each lane keeps the symptom groups it stands for."""
+
+    def lane(
+        title: str, members: list[DocSymptom], color: str, teardown: bool = False
+    ) -> tuple[_Lane, list[DocSymptom]]:
+        firsts = [t for s in members if (t := from_iso(s.first_time))]
+        lasts = [t for s in members for t in (from_iso(s.last_time), from_iso(s.first_time)) if t]
+        untimed = sum(s.untimed or (s.count if not s.first_time else 0) for s in members)
+        count = sum(s.count for s in members)
+        made = _Lane(title, count, [], min(firsts, default=None), max(lasts, default=None), untimed, teardown, color)
+        return made, members
+
+    failing = [s for s in doc.symptoms if s.kind not in {"benign", "teardown"}]
+    out = [lane(class_title(s.class_), [s], c) for s, c in zip(failing[:MAX_LANES], PALETTE, strict=False)]
+    if rest := failing[MAX_LANES:]:
+        out.append(lane(f"{len(rest)} more kinds", rest, GREY))
+    if tear := [s for s in doc.symptoms if s.kind == "teardown"]:
+        out.append(lane("teardown", tear, TEARDOWN, teardown=True))
+    return out
+
+
+def _root_time(doc: DiagnosisDocument) -> datetime | None:
+    rc = doc.root_cause
+    if rc.class_ in NOT_A_FAILURE:
+        return None
+    return from_iso(rc.time) if rc.time_trusted else from_iso(doc.impact.fault)
 
 
 def _axis(doc: DiagnosisDocument, lanes: list[_Lane]) -> _Axis:
-    """The window: the cluster of event times (gaps <= GAP) holding the root cause; the rest is clipped."""
-    root = from_iso(doc.root_cause.time)
-    raw = [root, *(t for s in doc.symptoms for t in (from_iso(s.first_time), from_iso(s.last_time)))]
+    """The window: the cluster of event times (gaps <= GAP) holding the root cause; the rest is off-chart."""
+    root = _root_time(doc)
+    raw = [root, *(t for x in lanes for t in (x.start, x.end))]
     times = sorted({t for t in raw if t is not None})
+    needs_gutter = any(x.untimed for x in lanes) or (root is None and doc.root_cause.class_ not in NOT_A_FAILURE)
     if not times:
         return _Axis(False, -0.1, len(lanes) + 1.1)
     clusters: list[list[datetime]] = []
@@ -195,119 +216,121 @@ def _axis(doc: DiagnosisDocument, lanes: list[_Lane]) -> _Axis:
     else:  # a root alone in its cluster: show what followed it too (a slow fault can precede its symptoms long)
         pick = clusters[k] + (clusters[k + 1] if len(clusters[k]) == 1 and k + 1 < len(clusters) else [])
     span = max((pick[-1] - pick[0]).total_seconds(), 20.0)
-    ref, lo, hi = pick[0], -span * 0.06, (pick[-1] - pick[0]).total_seconds() + span * 0.06
-    gutter = (hi, hi + (hi - lo) * 0.1) if root is None or any(x.start is None for x in lanes) else None
-    return _Axis(True, lo, gutter[1] if gutter else hi, ref, gutter, times[0] < pick[0], times[-1] > pick[-1])
+    ref, lo, hi = pick[0], -span * 0.08, (pick[-1] - pick[0]).total_seconds() + span * 0.08
+    gutter = (hi, hi + (hi - lo) * 0.12) if needs_gutter else None
+    return _Axis(True, lo, gutter[1] if gutter else hi, ref, gutter)
 
 
 # --- drawing -----------------------------------------------------------------------------------------------
 
 
 def _style(lane: _Lane) -> dict[str, Any]:
-    alpha, edge, hatch = (0.45, "#444444", "///") if lane.teardown else (0.95, lane.color, None)
+    alpha, edge, hatch = (0.5, "#444444", "///") if lane.teardown else (0.95, lane.color, None)
     return {"facecolor": lane.color, "alpha": alpha, "hatch": hatch, "edgecolor": edge, "lw": 0.5}
 
 
-def _earlier(lane: _Lane, axis: _Axis) -> bool:
-    return axis.timed and lane.start is not None and axis.x(lane.end or lane.start) < axis.lo
+def _draw_rows(ax: Axes, rows: list[_Row]) -> None:
+    for i, row in enumerate(rows):
+        if row.culprit:
+            ax.axhspan(i + 0.04, i + 0.96, color=RED, alpha=0.10, zorder=1, lw=0)
+        elif i % 2:
+            ax.axhspan(i, i + 1, color="#f3f3f3", zorder=0, lw=0)
+    ax.set_ylim(len(rows) + 0.05, -0.05)  # the culprit on top
+    ax.set_yticks([i + 0.5 for i in range(len(rows))], [r.label for r in rows])
+    ax.tick_params(axis="y", labelsize=10, length=0)
+    for label, row in zip(ax.get_yticklabels(), rows, strict=True):
+        if row.culprit:
+            label.set_color(RED)
+            label.set_fontweight("bold")
 
 
-def _runs(rows: Sequence[int]) -> list[tuple[int, int]]:
-    out: list[tuple[int, int]] = []
-    for r in sorted(set(rows)):
-        if out and r == out[-1][1] + 1:
-            out[-1] = (out[-1][0], r)
-        else:
-            out.append((r, r))
-    return out
-
-
-def _draw_rows(ax: Axes, rows: _Rows, culprit_row: int | None) -> None:
-    for k, (lo, hi, _) in enumerate(rows.bands):
-        if k % 2:
-            ax.axhspan(lo, hi + 1, color="#eeeeee", zorder=0, lw=0)
-    if culprit_row is not None:
-        ax.axhspan(culprit_row, culprit_row + 1, color=RED, alpha=0.15, zorder=1, lw=0)
-    ax.set_ylim(rows.n, 0)  # rank 0 / the first node on top
-    ax.set_yticks([y for y, _ in rows.ticks], [label for _, label in rows.ticks])
-    ax.tick_params(axis="y", labelsize=12, length=0)
-    ax.set_ylabel(rows.label, fontsize=12, color=INK)
-
-
-def _draw_lanes(ax: Axes, lanes: list[_Lane], axis: _Axis, rows: _Rows) -> None:
-    """Few rows: each lane gets its own strip (teardown a thinner one) in every row it touches. Many rows:
-    full-height blocks per run of rows, the widest first so rare symptoms stay on top."""
-    strips = rows.n <= LANE_ROWS
-    weights = [0.5 if x.teardown else 1.0 for x in lanes]
-    unit = 0.84 / max(sum(weights), 1.0)
-    offsets = [0.08 + unit * sum(weights[:i]) for i in range(len(lanes))]
-    order = range(len(lanes)) if strips else sorted(range(len(lanes)), key=lambda i: -len(lanes[i].rows))
-    min_w = (axis.hi - axis.lo) * 0.014
-    for z, i in enumerate(order):
-        lane = lanes[i]
-        if _earlier(lane, axis):
-            continue  # wholly before the window: the "earlier events" note and the legend say so
-        if strips:
-            ys: list[float] = [r + offsets[i] for r in lane.rows]
-            heights: list[float] = [unit * weights[i] * 0.9] * len(ys)
-        else:
-            runs = _runs(lane.rows)
-            ys, heights = [float(lo) for lo, _ in runs], [float(hi - lo + 1) for lo, hi in runs]
-        left, width, early = axis.span(lane.start, lane.end, i)
-        if early:  # its first line predates the window (often a clock problem): mark only what is inside
-            left, width = max(left + width - min_w, axis.lo), min_w
-        ax.barh(ys, max(width, min_w), left=left, height=heights, align="edge", zorder=3 + z * 0.01, **_style(lane))
-
-
-def _culprit_row(doc: DiagnosisDocument, rows: _Rows) -> int | None:
-    c = doc.root_cause.culprit
-    if c.rank is not None and c.rank in rows.of_rank:
-        return rows.of_rank[c.rank]
-    return rows.of_node.get(c.node) if c.node else None
+def _draw_lanes(ax: Axes, lanes: list[_Lane], axis: _Axis) -> list[str]:
+    """One strip per lane in each row it touches; returns notes on what lies outside the window."""
+    weights = [0.6 if x.teardown else 1.0 for x in lanes]
+    unit = 0.8 / max(sum(weights), 1.0)
+    offsets = [0.1 + unit * sum(weights[:i]) for i in range(len(lanes))]
+    min_w = (axis.hi - axis.lo) * 0.012
+    off: list[str] = []
+    for i, lane in enumerate(lanes):
+        ys = [r + offsets[i] for r in lane.rows]
+        h = unit * weights[i] * 0.85
+        if not ys:
+            continue
+        style = _style(lane)
+        if not axis.timed:
+            ax.barh(ys, 0.7, left=i + 1.15, height=h, align="edge", zorder=3, **style)
+            continue
+        if lane.untimed and axis.gutter is not None:
+            g0, g1 = axis.gutter
+            ax.barh(ys, (g1 - g0) * 0.6, left=g0 + (g1 - g0) * 0.2, height=h, align="edge", zorder=3, **style)
+        if lane.start is None:
+            continue
+        end = lane.end or lane.start
+        a, b = axis.where(lane.start), axis.where(end)
+        left = min(max(axis.x(lane.start), axis.lo), axis.data_hi)
+        right = min(max(axis.x(end), axis.lo), axis.data_hi)
+        if a == b != 0:  # wholly outside: a marker at the edge it lies beyond
+            edge = axis.lo if a < 0 else axis.data_hi
+            gap = axis.x(lane.start if a > 0 else end) - (axis.lo if a < 0 else axis.data_hi)
+            marker = "<" if a < 0 else ">"
+            ax.scatter([edge] * len(ys), [y + h / 2 for y in ys], marker=marker, s=90, color=lane.color, zorder=9)
+            ax.scatter(
+                [edge] * len(ys),
+                [y + h / 2 for y in ys],
+                marker=marker,
+                s=90,
+                facecolor="none",
+                edgecolors=INK,
+                lw=0.6,
+                zorder=9,
+                clip_on=False,
+            )
+            side = "earlier" if a < 0 else "later"
+            off.append(f"{'◀' if a < 0 else '▶'} {_short(lane.title, 30)}: {_dur(gap)} {side}")
+            continue
+        ax.barh(ys, max(right - left, min_w), left=left, height=h, align="edge", zorder=3, **style)
+    return off
 
 
 def _note(ax: Axes, x: float, y: float, text: str, ha: str, va: str = "bottom", color: str = INK) -> None:
-    box = {"boxstyle": "round,pad=0.15", "fc": BG, "ec": "none", "alpha": 0.85}
-    ax.text(x, y, text, transform=ax.get_xaxis_transform(), ha=ha, va=va, fontsize=11, color=color, zorder=15, bbox=box)
+    box = {"boxstyle": "round,pad=0.15", "fc": BG, "ec": "none", "alpha": 0.9}
+    ax.text(x, y, text, transform=ax.get_xaxis_transform(), ha=ha, va=va, fontsize=10, color=color, zorder=15, bbox=box)
 
 
-def _draw_marks(ax: Axes, doc: DiagnosisDocument, lanes: list[_Lane], axis: _Axis, row: int | None, n: int) -> None:
-    root_t = from_iso(doc.root_cause.time) if doc.root_cause.class_ != "unknown" else None
+def _draw_marks(ax: Axes, doc: DiagnosisDocument, lanes: list[_Lane], axis: _Axis, culprit: int | None) -> None:
+    root_t = _root_time(doc)
     if axis.gutter is not None:
-        ax.axvspan(*axis.gutter, color="#f2f2f2", zorder=0, lw=0)
-        _note(ax, sum(axis.gutter) / 2, 0.99, "no time", "center", "top", color=GREY)
-    if axis.before:
-        _note(ax, axis.lo, 0.99, "◀ earlier events", "left", "top", color=GREY)
-    if axis.after:
-        _note(ax, axis.data_hi, 0.99, "later events ▶", "right", "top", color=GREY)
-    starts = [x.start for x in lanes if not x.teardown and x.start and axis.inside(x.start)]
-    if starts:
-        xf = axis.x(min(starts))
-        ax.axvline(xf, color=INK, ls="--", lw=1.8, zorder=6)
+        ax.axvspan(*axis.gutter, color="#ececec", zorder=0, lw=0)
+        _note(ax, sum(axis.gutter) / 2, 0.995, "no clock", "center", "top", color=INK)
+    starts = [x.start for x in lanes if not x.teardown and x.start and axis.timed and axis.where(x.start) == 0]
+    first = min(starts, default=None)
+    if first is not None:
+        xf = axis.x(first)
+        ax.axvline(xf, color=INK, ls="--", lw=1.4, zorder=6)
         text = "first symptom"
-        if root_t is not None and (delta := (min(starts) - root_t).total_seconds()) < 0:
-            text += f" ({_dur(-delta)} before the root: clocks?)"
+        if root_t is not None and first < root_t:
+            ahead = _dur((root_t - first).total_seconds())
+            text += f": stamped {ahead} before the root cause (the two logs' clocks differ)"
         elif root_t is not None:
-            text += f" (root +{_dur(delta)})"
+            text += f", {_dur((first - root_t).total_seconds())} after the root cause"
         frac = (xf - axis.lo) / (axis.hi - axis.lo)
-        _note(ax, xf, 1.005, text, "left" if frac < 0.25 else "right" if frac > 0.75 else "center")
-    if doc.root_cause.class_ == "unknown":
+        _note(ax, xf, 1.01, text, "left" if frac < 0.3 else "right" if frac > 0.7 else "center")
+    if doc.root_cause.class_ in NOT_A_FAILURE:
         return
-    y = row + 0.5 if row is not None else n / 2  # no culprit: job-wide, a red line across every row
-    left, width, _ = axis.span(root_t, root_t, -1) if axis.timed else (0.4, 0.0, False)
-    x = left + width / 2
-    if row is None:
-        ax.axvline(x, color=RED, lw=2.5, zorder=8)
-    ax.scatter([x], [y], marker="*", s=1100, color=RED, edgecolors=INK, linewidths=1.5, zorder=20, clip_on=False)
-    if starts and root_t is not None and (gap := axis.x(min(starts)) - x) > (axis.hi - axis.lo) * 0.2:
-        ya = y + max(n * 0.09, 0.45) * (1 if y < n / 2 else -1)  # under the star, or over it near the bottom
-        arrow = {"arrowstyle": "-|>", "color": INK, "lw": 1.6, "shrinkA": 14, "shrinkB": 2}
-        ax.annotate("", (x + gap, ya), xytext=(x, ya), arrowprops=arrow, zorder=7)
-        ax.text(x + gap / 2, ya, f"{_dur(gap)} later", ha="center", va="bottom", fontsize=12, color=INK, zorder=7)
+    y = culprit + 0.5 if culprit is not None else 0.5
+    if not axis.timed:
+        x = 0.5
+    elif root_t is not None and axis.where(root_t) == 0:
+        x = axis.x(root_t)
+    elif axis.gutter is not None:  # the root's line has no clock of its own
+        x = sum(axis.gutter) / 2
+    else:
+        x = axis.lo
+    ax.scatter([x], [y], marker="*", s=650, color=RED, edgecolors=INK, linewidths=1.2, zorder=20)
     flip = (x - axis.lo) > (axis.hi - axis.lo) * 0.55
-    label: dict[str, Any] = {"ha": "right" if flip else "left", "va": "center", "fontsize": 16, "fontweight": "bold"}
-    box = {"boxstyle": "round,pad=0.25", "fc": BG, "ec": RED, "lw": 2}
-    at = (-22 if flip else 22, 0)
+    label: dict[str, Any] = {"ha": "right" if flip else "left", "va": "center", "fontsize": 12, "fontweight": "bold"}
+    box = {"boxstyle": "round,pad=0.2", "fc": BG, "ec": RED, "lw": 1.5}
+    at = (-16 if flip else 16, 0)
     ax.annotate("ROOT CAUSE", (x, y), xytext=at, textcoords="offset points", color=RED, zorder=21, bbox=box, **label)
 
 
@@ -325,30 +348,50 @@ def _telemetry(series: Sequence[GpuSeries], doc: DiagnosisDocument) -> tuple[lis
     return own, [s for s in series if s.metric == SM_CLOCK and s.samples and not mine(s)]
 
 
-def _draw_telemetry(ax: Axes, own: list[GpuSeries], peers: list[GpuSeries], axis: _Axis) -> None:
-    def xy(s: GpuSeries) -> tuple[list[float], list[float]]:
-        kept = [p for p in s.samples if axis.lo <= axis.x(p.time) <= axis.data_hi]
-        return [axis.x(p.time) for p in kept], [p.value for p in kept]
+def _inside(s: GpuSeries, axis: _Axis) -> tuple[list[float], list[float]]:
+    kept = [p for p in s.samples if axis.lo <= axis.x(p.time) <= axis.data_hi]
+    return [axis.x(p.time) for p in kept], [p.value for p in kept]
 
+
+def _draw_telemetry(ax: Axes, own: list[GpuSeries], peers: list[GpuSeries], axis: _Axis) -> None:
     clock = next((s for s in own if s.metric == SM_CLOCK), None)
     temp = next((s for s in own if s.metric == GPU_TEMP), None)
+    handles: list[Any] = []
     if peers:
         buckets: dict[float, list[float]] = {}
         for s in peers:
-            for x, v in zip(*xy(s), strict=True):
+            for x, v in zip(*_inside(s, axis), strict=True):
                 buckets.setdefault(round(x), []).append(v)
-        xs = sorted(buckets)
-        ax.plot(xs, [median(buckets[x]) for x in xs], color=GREY, lw=2, ls="--", label="other GPUs, SM clock")
+        enough = max(1, len(peers) // 2)  # a median of a few stragglers' last samples is not "the other GPUs"
+        xs = sorted(x for x, vs in buckets.items() if len(vs) >= enough)
+        if xs:
+            handles += ax.plot(
+                xs,
+                [median(buckets[x]) for x in xs],
+                color=PEERS,
+                lw=1.8,
+                ls="--",
+                label="other GPUs, SM clock (median)",
+            )
     if clock is not None:
-        ax.plot(*xy(clock), color=RED, lw=2.5, label="culprit GPU, SM clock")
-    ax.set_ylabel("MHz", fontsize=11)
+        handles += ax.plot(*_inside(clock, axis), color=RED, lw=2.2, label="culprit GPU, SM clock")
+    ax.set_ylabel("MHz", fontsize=10)
     if temp is not None:
         tw = ax.twinx()
-        tw.plot(*xy(temp), color=TEMP, lw=1.6)
-        tw.set_ylabel("°C", fontsize=11, color=TEMP)
+        handles += tw.plot(*_inside(temp, axis), color=TEMP, lw=1.6, ls=":", label="culprit GPU, temperature (°C)")
+        tw.set_ylabel("°C", fontsize=10, color=TEMP)
         tw.tick_params(labelsize=9, colors=TEMP)
         tw.spines["top"].set_visible(False)
-    ax.legend(loc="lower left", fontsize=10, frameon=False, ncols=2)
+    if handles:  # above the panel, never over its lines
+        ax.legend(
+            handles=handles,
+            loc="lower left",
+            bbox_to_anchor=(0.0, 1.0),
+            fontsize=9,
+            frameon=False,
+            ncols=3,
+            borderaxespad=0.1,
+        )
     ax.tick_params(labelsize=9)
     ax.spines["top"].set_visible(False)
     ax.set_xlim(axis.lo, axis.hi)
@@ -362,55 +405,64 @@ def _time_ticks(ax: Axes, axis: _Axis) -> None:
     ticks = [first + k * step for k in range(int((axis.data_hi - first) // step) + 1)]
     fmt = "%H:%M:%S" if step < 60 else "%H:%M"
     ax.set_xticks(ticks, [f"{axis.ref + timedelta(seconds=t):{fmt}}" for t in ticks])
-    ax.set_xlabel(f"time (UTC), {axis.ref:%Y-%m-%d}", fontsize=12)
-    ax.tick_params(axis="x", labelsize=12)
+    ax.set_xlabel(f"time (UTC), {axis.ref:%Y-%m-%d}", fontsize=11)
+    ax.tick_params(axis="x", labelsize=10)
 
 
 def _verdict(doc: DiagnosisDocument) -> tuple[str, str]:
     root = doc.root_cause
-    title = _short(load_catalogue().class_title(root.class_), 48)
-    head = "NO ROOT CAUSE FOUND" if root.class_ == "unknown" else f"ROOT CAUSE: {title}"
+    if root.class_ in NOT_A_FAILURE:
+        head = "NO FAILURE FOUND" if root.class_ == "no_failure" else ROOT_UNKNOWN.upper()
+    else:
+        head = f"ROOT CAUSE: {_short(class_title(root.class_), 48)}"
     c = root.culprit
     bits = [c.node or "", f"GPU {c.gpu}" if c.gpu else "", f"rank {c.rank}" if c.rank is not None else ""]
-    t = from_iso(root.time)
-    bits += [f"{t:%Y-%m-%d %H:%M:%S} UTC" if t else "time unknown", f"confidence {root.confidence:.0%}"]
+    t = _root_time(doc)
+    if root.class_ not in NOT_A_FAILURE:
+        bits.append(f"{t:%Y-%m-%d %H:%M:%S} UTC" if t else "time unknown (no clock on its line)")
+    bits.append(f"confidence {root.confidence:.0%}")
     return head, " · ".join(b for b in bits if b)
 
 
-def render_timeline(doc: DiagnosisDocument, out: Path, *, series: list[GpuSeries] | None = None) -> Path:
-    """Draw the incident timeline to ``out`` (PNG; its directory is created) and return ``out``.
-
-    :param series: GPU telemetry (the scan's ``ScanResult.series``); the culprit GPU's SM clock and
-        temperature are drawn under the timeline when the culprit GPU is known and has samples
-    """
+def figure(doc: DiagnosisDocument, *, series: list[GpuSeries] | None = None) -> Figure:
+    """The timeline as a matplotlib Figure (``render_timeline`` saves it)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg  # only when drawing: a slow import
     from matplotlib.figure import Figure
     from matplotlib.patches import Patch
 
-    rows = _rows(doc)
-    lanes = _lanes(doc, rows)
+    grouped = _lanes(doc)
+    rows = _rows(doc, [g for _, g in grouped])
+    node_of = _node_of(doc)
+    for lane, members in grouped:
+        lane.rows = [i for i, row in enumerate(rows) if any(_hits(row, s, node_of) for s in members)]
+    lanes = [lane for lane, _ in grouped]
     axis = _axis(doc, lanes)
     own, peers = _telemetry(series or [], doc) if axis.timed else ([], [])
+    if not any(len(_inside(s, axis)[0]) >= 2 for s in own):
+        own, peers = [], []  # nothing to draw inside the window
     fig = Figure(figsize=SIZE, dpi=DPI, facecolor=BG)
     FigureCanvasAgg(fig)
-    top = 0.69 if len({x.title for x in lanes if not x.teardown}) > 2 else 0.73
+    keys = [x for x in lanes if not x.teardown] + [x for x in lanes if x.teardown]
+    top = 0.70 if len(keys) + (axis.gutter is not None) > 3 else 0.75
+    longest = max((len(line) for r in rows for line in r.label.split("\n")), default=10)
+    left = min(0.34, 0.03 + longest * 0.0082)  # room for the longest row label, never cut at the edge
     if own:
-        grid = fig.add_gridspec(2, 1, height_ratios=[3.2, 1.2], hspace=0.1, left=0.15, right=0.94, top=top, bottom=0.1)
+        grid = fig.add_gridspec(2, 1, height_ratios=[3.0, 1.1], hspace=0.32, left=left, right=0.93, top=top, bottom=0.1)
         ax = fig.add_subplot(grid[0])
         tax: Axes | None = fig.add_subplot(grid[1], sharex=ax)
     else:
-        ax, tax = fig.add_subplot(fig.add_gridspec(1, 1, left=0.15, right=0.97, top=top, bottom=0.12)[0]), None
+        ax, tax = fig.add_subplot(fig.add_gridspec(1, 1, left=left, right=0.97, top=top, bottom=0.11)[0]), None
     head, sub = _verdict(doc)
-    colour = INK if doc.root_cause.class_ == "unknown" else RED
-    for text, y, size, weight, ink in ((head, 0.975, 24, "bold", colour), (sub, 0.885, 15, "normal", INK)):
+    colour = INK if doc.root_cause.class_ in NOT_A_FAILURE else RED
+    for text, y, size, weight, ink in ((head, 0.975, 22, "bold", colour), (sub, 0.895, 13, "normal", INK)):
         drawn = fig.text(0.015, y, text, ha="left", va="top", fontsize=size, fontweight=weight, color=ink)
         wide = drawn.get_window_extent().width / (SIZE[0] * DPI * 0.97)
         if wide > 1:  # shrink to fit rather than cut the verdict off
             drawn.set_fontsize(size / wide)
-    row = _culprit_row(doc, rows)
-    _draw_rows(ax, rows, row)
-    _draw_lanes(ax, lanes, axis, rows)
-    _draw_marks(ax, doc, lanes, axis, row, rows.n)
+    culprit = next((i for i, r in enumerate(rows) if r.culprit), None)
+    _draw_rows(ax, rows)
+    off = _draw_lanes(ax, lanes, axis)
+    _draw_marks(ax, doc, lanes, axis, culprit)
     ax.set_xlim(axis.lo, axis.hi)
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)
@@ -421,14 +473,30 @@ def render_timeline(doc: DiagnosisDocument, out: Path, *, series: list[GpuSeries
         _time_ticks(tax if tax is not None else ax, axis)
     else:
         ax.set_xticks([])
-        ax.set_xlabel("times not aligned: events shown in order", fontsize=13, color=INK)
-    tear = [x for x in lanes if x.teardown]
-    keys = [x for x in lanes if not x.teardown]
-    keys += [_Lane("teardown", sum(x.count for x in tear), [], None, None, True)] if tear else []
-    names = [f"{_short(x.title)} ×{x.count:,}" + (" (earlier)" if _earlier(x, axis) else "") for x in keys]
-    handles = [Patch(label=name, **_style(x)) for x, name in zip(keys, names, strict=True)]
+        ax.set_xlabel("no line has a clock CrashCart trusts: events shown in order", fontsize=11, color=INK)
+    names = [f"{_short(x.title)} ×{x.count:,}" for x in keys]
+    names = [
+        n.replace("teardown", "teardown (shutting down)") if x.teardown else n for n, x in zip(names, keys, strict=True)
+    ]
+    handles: list[Any] = [Patch(label=name, **_style(x)) for x, name in zip(keys, names, strict=True)]
+    if axis.gutter is not None:
+        handles.append(
+            Patch(label="no clock: lines without a time of their own", facecolor="#ececec", edgecolor="#bbbbbb")
+        )
     if handles:
-        fig.legend(handles=handles, loc="upper left", bbox_to_anchor=(0.01, 0.83), ncols=3, fontsize=12, frameon=False)
+        fig.legend(handles=handles, loc="upper left", bbox_to_anchor=(0.01, 0.85), ncols=3, fontsize=10, frameon=False)
+    if off:
+        fig.text(0.015, 0.015, "off the chart:  " + "   ".join(off), fontsize=9.5, color=INK, ha="left", va="bottom")
+    return fig
+
+
+def render_timeline(doc: DiagnosisDocument, out: Path, *, series: list[GpuSeries] | None = None) -> Path:
+    """Draw the incident timeline to ``out`` (PNG; its directory is created) and return ``out``.
+
+    :param series: GPU telemetry (the scan's ``ScanResult.series``); the culprit GPU's SM clock and
+        temperature are drawn under the timeline when the culprit GPU is known and has samples in the window
+    """
+    fig = figure(doc, series=series)
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, format="png", dpi=DPI, facecolor=BG, metadata={"Software": None})
     return out
