@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from crashcart.ingest.bundle import Bundle
 from crashcart.locate.last import last_lines
-from crashcart.locate.topology import attribute, infer_topology
+from crashcart.locate.topology import attribute, infer_topology, layout_ranks, local_to_global
 from crashcart.models import Finding, RankLast, Topology
 from crashcart.scan.run import ScanResult
 
@@ -19,5 +19,6 @@ __all__ = ["attribute", "infer_topology", "last_lines", "locate"]
 def locate(bundle: Bundle, scanned: ScanResult) -> tuple[Topology, list[Finding], dict[int, RankLast]]:
     """Topology from the logs, findings attributed to rank/node/GPU, and each rank's last line."""
     topo = infer_topology(bundle.files, scanned.findings, bundle.manifest)
-    findings = attribute(scanned.findings, topo)
-    return topo, findings, last_lines(bundle, scanned, findings)
+    findings = attribute(scanned.findings, topo, bundle.files)
+    folders = {p: r for r, (_, _, paths) in layout_ranks(bundle.files, scanned.findings).items() for p in paths}
+    return topo, findings, last_lines(bundle, scanned, findings, folders, local_to_global(topo))

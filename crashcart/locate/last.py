@@ -18,9 +18,19 @@ from crashcart.text.clock import ClockContext, parse_time
 EXTENDED_TAIL = 4000  # lines read back when a rank's last timestamped line is not in the scan's tail
 
 
-def last_lines(bundle: Bundle, scanned: ScanResult, findings: list[Finding]) -> dict[int, RankLast]:
+def last_lines(
+    bundle: Bundle,
+    scanned: ScanResult,
+    findings: list[Finding],
+    file_ranks: dict[str, int] | None = None,
+    local_ranks: dict[int, int] | None = None,
+) -> dict[int, RankLast]:
     """Per rank: the last line with a clock it wrote (progress, not the clock-less teardown after it),
-    as Evidence, and its time; a rank with no such line gets its last non-empty line and no time."""
+    as Evidence, and its time; a rank with no such line gets its last non-empty line and no time.
+    ``file_ranks`` names the rank of files whose path gives only a local rank (torchrun log folders);
+    ``local_ranks`` maps a ``[defaultN]:`` local rank to its global rank where the job's shape says so."""
+    file_ranks = file_ranks or {}
+    local_ranks = local_ranks or {}
     ranks_in: dict[str, set[int]] = {}
     for f in findings:
         if f.rank is not None:
@@ -32,13 +42,14 @@ def last_lines(bundle: Bundle, scanned: ScanResult, findings: list[Finding]) -> 
             continue
         ctx = clock_context(bundle, bf)
         tail = scanned.tails.get(bf.path, [])
-        found, fallback = _last_per_rank(tail, bf.rank, ctx)
+        file_rank = bf.rank if bf.rank is not None else file_ranks.get(bf.path)
+        found, fallback = _last_per_rank(tail, file_rank, ctx, local_ranks)
         want = ranks_in.get(bf.path, set()) | set(fallback)
         total = bundle.line_count(bf.path) or 0
         if want - set(found) and total > len(tail):  # some rank's last progress is further up: read back
             start = max(1, total - EXTENDED_TAIL + 1)
             more = list(enumerate(bundle.read_lines(bf.path, start, total), start=start))
-            found, fallback = _last_per_rank(more, bf.rank, ctx)
+            found, fallback = _last_per_rank(more, file_rank, ctx, local_ranks)
         for rank in set(found) | set(fallback):
             if rank in out and out[rank].time is not None:
                 continue
@@ -55,7 +66,7 @@ def last_lines(bundle: Bundle, scanned: ScanResult, findings: list[Finding]) -> 
 
 
 def _last_per_rank(
-    lines: list[tuple[int, str]], file_rank: int | None, ctx: ClockContext
+    lines: list[tuple[int, str]], file_rank: int | None, ctx: ClockContext, local_ranks: dict[int, int]
 ) -> tuple[dict[int, tuple[int, str, datetime]], dict[int, tuple[int, str]]]:
     """From the end: each rank's last timestamped line, and its last non-empty line."""
     found: dict[int, tuple[int, str, datetime]] = {}
@@ -63,7 +74,10 @@ def _last_per_rank(
     for n, text in reversed(lines):
         if not text.strip():
             continue
-        rank = prefix.view(text).rank
+        pre = prefix.view(text)
+        rank = pre.rank
+        if rank is None and pre.local is not None:
+            rank = local_ranks.get(pre.local)
         rank = file_rank if rank is None else rank
         if rank is None or rank in found:
             continue

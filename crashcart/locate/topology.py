@@ -17,6 +17,20 @@ from crashcart.text import prefix
 from crashcart.text.gpuid import canonical_pci
 
 _MAPPING = re.compile(r"'([A-Za-z0-9][\w.-]*)': \[([\d, ]*)\]")
+# NCCL src/debug.cc (ncclDebugLog, 2.x): WARN lines "\n%s:%d:%d [%d] %s:%d NCCL WARN " and INFO lines
+# "%s:%d:%d [%d] NCCL INFO " = hostname (cut at the first '.'), pid, tid, cudaDev; some builds put a time first.
+_NCCL_PREFIX = re.compile(
+    r"(?:^|[\s\]])(?P<host>[A-Za-z0-9][\w.-]*):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] (?:\S+:\d+ )?NCCL "
+)
+_LOOPBACK = frozenset({"localhost", "127.0.0.1", "::1", "localhost.localdomain"})
+# a native crash's own exit code as torchrun reports it (-signal): abort, segfault, bus error, SIGILL, SIGFPE
+_CRASH_EXIT = frozenset({"-6", "-11", "-7", "-4", "-8", "134", "139", "135"})
+
+
+def nccl_prefix(text: str) -> tuple[str, str, int] | None:
+    """(host, pid, cudaDev) from NCCL's line prefix, after any launcher prefix; None when absent."""
+    m = _NCCL_PREFIX.search(prefix.view(text).rest[:200])
+    return (m.group("host"), m.group("pid"), int(m.group("dev"))) if m else None
 
 
 def infer_topology(files: list[BundleFile], findings: list[Finding], manifest: Manifest | None) -> Topology:
@@ -39,6 +53,13 @@ def infer_topology(files: list[BundleFile], findings: list[Finding], manifest: M
             if bf.host:
                 hosts[bf.rank][bf.host] += 3
                 sources.add("file paths")
+    file_host = {bf.path: bf.host for bf in files if bf.host}
+    for rank, (folder_host, folder_local, paths) in layout_ranks(files, findings).items():
+        rank_files[rank].update(paths)
+        local[rank][folder_local] += 3
+        if folder_host:
+            hosts[rank][folder_host] += 3
+        sources.add("torchrun log folders")
     for f in findings:
         if f.signature == "deepspeed.rank_mapping":  # {'host': [global ranks in local order], ...}
             for host, listed in _MAPPING.findall(f.fields.get("mapping", "")):
@@ -56,6 +77,8 @@ def infer_topology(files: list[BundleFile], findings: list[Finding], manifest: M
         if comm.isdigit() and world is not None and int(comm) != world:
             continue  # a sub-communicator: its ranks are not global ranks
         said = f.fields.get("host")
+        if said in _LOOPBACK and file_host.get(f.evidence[0].file):
+            said = None  # torchrun's summary says "localhost"; the folder names the node
         if said:
             hosts[f.rank][said] += 5
             sources.add("NCCL init lines" if "nranks" in f.fields else "torchrun summaries")
@@ -93,6 +116,56 @@ def infer_topology(files: list[BundleFile], findings: list[Finding], manifest: M
     return Topology(world_size=world, ranks=ranks, nodes=nodes, sources=sorted(sources))
 
 
+def layout_ranks(files: list[BundleFile], findings: list[Finding]) -> dict[int, tuple[str | None, int, set[str]]]:
+    """Global rank -> (host, local rank, files) for torchrun ``--log-dir`` folders (``attempt_N/<local>/``).
+
+    The folder gives the local rank; the global rank is what a file in that folder says (its ``[rankN]:``
+    prefix), else torchrun's summary on that host (``rank : 3 (local_rank: 1)``), else, on a single-node
+    job, the local rank itself.
+    """
+    dirs: dict[tuple[str | None, str], set[str]] = defaultdict(set)
+    local_of: dict[str, int] = {}
+    for bf in files:
+        lr = prefix.local_of_path(bf.path)
+        if lr is None:
+            continue
+        local_of[bf.path] = lr
+        dirs[(bf.host, bf.path.rsplit("/", 1)[0])].add(bf.path)
+    if not dirs:
+        return {}
+    said: dict[str, Counter[int]] = defaultdict(Counter)  # path -> ranks its own lines name
+    for bf in files:
+        if bf.path in local_of and bf.rank is not None:
+            said[bf.path][bf.rank] += 10
+    for f in findings:
+        path = f.evidence[0].file
+        if path in local_of and f.rank is not None and prefix.view(f.evidence[0].text).rank == f.rank:
+            said[path][f.rank] += 1
+    summary: dict[tuple[str | None, int], int] = {}
+    host_of = {bf.path: bf.host for bf in files}
+    for f in findings:
+        said_rank, said_local = f.fields.get("rank", ""), f.fields.get("local_rank", "")
+        if f.signature.startswith("torchrun.") and said_rank.isdigit() and said_local.isdigit():
+            summary.setdefault((host_of.get(f.evidence[0].file), int(said_local)), int(said_rank))
+    locals_seen = [local_of[next(iter(paths))] for paths in dirs.values()]
+    single = len({h for h, _ in dirs}) <= 1 and len(locals_seen) == len(set(locals_seen))
+    out: dict[int, tuple[str | None, int, set[str]]] = {}
+    for (host, _), paths in dirs.items():
+        lr = local_of[next(iter(paths))]
+        votes: Counter[int] = Counter()
+        for path in paths:
+            votes.update(said.get(path, Counter()))
+        if votes:
+            rank: int | None = votes.most_common(1)[0][0]
+        elif (host, lr) in summary:
+            rank = summary[(host, lr)]
+        else:
+            rank = lr if single else None
+        if rank is not None and rank not in out:
+            out[rank] = (host, lr, set(paths))
+    return out
+
+
 def node_aliases(findings: list[Finding], nodes: list[str]) -> dict[str, str]:
     """Other names of a node: a pod's name (``kubectl describe`` "Node:" line), a node's FQDN."""
     aliases: dict[str, str] = {}
@@ -108,21 +181,49 @@ def node_aliases(findings: list[Finding], nodes: list[str]) -> dict[str, str]:
     return aliases
 
 
-def attribute(findings: list[Finding], topo: Topology) -> list[Finding]:
-    """Fill node from rank, and rank from (node, GPU), where the topology establishes them."""
+def attribute(findings: list[Finding], topo: Topology, files: list[BundleFile] | None = None) -> list[Finding]:
+    """Fill node from rank, and rank from (node, GPU), where the topology establishes them.
+
+    A line's rank is what the line itself says (a ``[rankN]:`` prefix, a ``rank`` field) or its file's
+    path; otherwise the rank is looked up from what the line names: its torchrun log folder, a process
+    id torchrun or NCCL tied to a rank, a ``[defaultN]:`` local rank, NCCL's ``host:pid:tid [cudaDev]``
+    prefix. A native crash nobody's prefix claims belongs to the one worker torchrun saw die of a signal.
+    """
+    files = files or []
     by_node_gpu = {(i.node, i.gpu): r for r, i in topo.ranks.items() if i.node and i.gpu}
     aliases = node_aliases(findings, topo.nodes)
     rank_nodes = tuple(sorted({i.node for i in topo.ranks.values() if i.node}, key=len, reverse=True))
+    file_host = {bf.path: bf.host for bf in files if bf.host}
+    path_rank = {path for bf in files if (path := bf.path) and prefix.rank_of_path(path) is not None}
+    layout = {p: r for r, (_, _, paths) in layout_ranks(files, findings).items() for p in paths}
+    facts = _RankFacts(topo, findings, file_host)
+    crash_ranks: set[int] = set()
+    guessed: set[str] = set()
     out: list[Finding] = []
     for f in findings:
         update: dict[str, object] = {}
-        in_path = _node_in_path(f.evidence[0].file, rank_nodes)
+        ev = f.evidence[0]
+        in_path = _node_in_path(ev.file, rank_nodes)
+        nccl = nccl_prefix(ev.text)
+        if f.node in _LOOPBACK and file_host.get(ev.file):
+            f = f.model_copy(update={"node": file_host[ev.file]})
         if f.node in aliases:
             f = f.model_copy(update={"node": aliases[f.node]})
+        elif f.node is None and nccl is not None and prefix.looks_like_host(nccl[0]):
+            f = f.model_copy(update={"node": nccl[0]})  # NCCL's own prefix names the host
         elif f.node is None and f.rank is None and in_path:
             f = f.model_copy(update={"node": in_path})  # e.g. kubectl_describe_pod_<pod>.txt names the host
         elif f.node is None and f.fields.get("_file_host") in aliases:
             f = f.model_copy(update={"node": aliases[f.fields["_file_host"]]})
+        said = f.fields.get("rank", "").isdigit() or prefix.view(ev.text).rank is not None or ev.file in path_rank
+        if not said:
+            found = facts.rank_of(f, layout.get(ev.file), nccl)
+            if found is not None and found != f.rank:
+                f = f.model_copy(update={"rank": found})
+            elif found is None:
+                guessed.add(f.id)  # a rank (if any) taken from the file's other lines, not from this one
+        if f.signature.startswith("torchrun.") and f.fields.get("exitcode") in _CRASH_EXIT and f.rank is not None:
+            crash_ranks.add(f.rank)
         info = topo.ranks.get(f.rank) if f.rank is not None else None
         if f.node is None and info is not None and info.node:
             update["node"] = info.node
@@ -137,7 +238,81 @@ def attribute(findings: list[Finding], topo: Topology) -> list[Finding]:
             if len(hit) == 1:
                 update["rank"] = hit[0]
         out.append(f.model_copy(update=update) if update else f)
+    if len(crash_ranks) == 1:  # the worker that died of a signal printed the crash lines nobody claims
+        crashed = next(iter(crash_ranks))
+        out = [
+            f.model_copy(update={"rank": crashed})
+            if f.class_id == "native_crash_segfault_abort"
+            and (f.rank is None or f.id in guessed)
+            and not f.signature.startswith("kernel.")
+            else f
+            for f in out
+        ]
     return out
+
+
+def local_to_global(topo: Topology) -> dict[int, int]:
+    """Local rank -> global rank on a single-node job (the only shape where a local rank alone says who)."""
+    if len({i.node for i in topo.ranks.values() if i.node}) > 1:
+        return {}
+    out = {i.local_rank: r for r, i in topo.ranks.items() if i.local_rank is not None}
+    if len(out) != len([i for i in topo.ranks.values() if i.local_rank is not None]):
+        return {}  # two ranks share a local rank: more than one node after all
+    for r in topo.ranks:
+        out.setdefault(r, r)
+    return out
+
+
+class _RankFacts:
+    """Who is who, from what lines say: process ids, local ranks and NCCL devices tied to global ranks."""
+
+    def __init__(self, topo: Topology, findings: list[Finding], file_host: dict[str, str]) -> None:
+        self.topo = topo
+        self.file_host = file_host
+        self.single = len({i.node for i in topo.ranks.values() if i.node}) <= 1
+        self.pids: dict[str, set[int]] = defaultdict(set)
+        for f in findings:
+            pid = f.fields.get("pid", "")
+            if not pid.isdigit():
+                continue
+            comm = f.fields.get("nranks", "")
+            if comm.isdigit() and topo.world_size is not None and int(comm) != topo.world_size:
+                continue  # a sub-communicator's rank is not a global rank
+            rank = f.rank if f.fields.get("rank", "").isdigit() else None
+            if rank is None and f.fields.get("local_rank", "").isdigit() and f.signature.startswith("torchrun."):
+                rank = self.global_of(self._host(f), int(f.fields["local_rank"]))
+            if rank is None and f.role == "context" and prefix.view(f.evidence[0].text).rank is not None:
+                rank = f.rank
+            if rank is not None:
+                self.pids[pid].add(rank)
+
+    def _host(self, f: Finding) -> str | None:
+        return self.file_host.get(f.evidence[0].file) or (f.node if f.node not in _LOOPBACK else None)
+
+    def global_of(self, host: str | None, local: int) -> int | None:
+        """The global rank of local rank ``local`` on ``host`` (any host on a single-node job)."""
+        hit = [
+            r
+            for r, i in self.topo.ranks.items()
+            if i.local_rank == local and (host is None or i.node in (None, host) or self.single)
+        ]
+        if len(hit) == 1:
+            return hit[0]
+        return local if self.single and not hit else None  # one node in the bundle: local ranks are global
+
+    def rank_of(self, f: Finding, layout: int | None, nccl: tuple[str, str, int] | None) -> int | None:
+        if layout is not None:
+            return layout
+        pid = f.fields.get("pid", "") or (nccl[1] if nccl else "")
+        if pid and len(self.pids.get(pid, ())) == 1:
+            return next(iter(self.pids[pid]))
+        local = prefix.view(f.evidence[0].text).local
+        if local is not None:
+            return self.global_of(self._host(f), local)
+        if nccl is not None:
+            hit = [r for r, i in self.topo.ranks.items() if i.node == nccl[0] and i.local_rank == nccl[2]]
+            return hit[0] if len(hit) == 1 else None
+        return None
 
 
 @functools.lru_cache(maxsize=4096)

@@ -14,10 +14,12 @@ from datetime import datetime, timedelta
 
 from crashcart.catalogue import load_catalogue
 from crashcart.models import Finding, Group, RankLast, Topology
+from crashcart.text import prefix
 
 SEVERITY_WEIGHT = {"P0": 50.0, "P1": 38.0, "P2": 38.0, "P3": 32.0, "info": 8.0}
 GENERIC_WEIGHT = {"unknown": 8.0, "python_exception_rank_crash": 34.0}
-WATCHDOG_CLASSES = {"nccl_watchdog_timeout"}
+WATCHDOG_CLASSES = {"nccl_watchdog_timeout"}  # every backend's "a collective did not complete" (NCCL, gloo)
+PEER_CLASSES = {"nccl_remote_peer_failure"}  # "my peer went away" (NCCL remote error, gloo closed/reset)
 RECOVERY_GAP = timedelta(minutes=2)
 SLOW_CLASSES = frozenset(  # where a rank is expected to keep running after the cause
     {
@@ -132,15 +134,22 @@ def picture(findings: list[Finding], topo: Topology) -> Picture:
             f"watchdog fired after {pic.timeout_ms / 1000:.0f} s, so the collective started near "
             f"{pic.lookback_start:%H:%M:%S}; looked there first"
         )
-    if not wd and not any(f.class_id == "collective_mismatch_desync" for f in findings):
+    peers = [f for f in findings if f.class_id in PEER_CLASSES and f.role == "cascade"]
+    if not wd and not peers and not any(f.class_id == "collective_mismatch_desync" for f in findings):
         return pic
     known = set(topo.ranks)
     world = topo.world_size or (max(known) + 1 if known else 0)
-    if wd and world and len(pic.timed_out) >= max(2, world // 2):
+    if wd and world and len(pic.timed_out) >= max(1, world // 2) and len(pic.timed_out) < world:
         missing = {r for r in range(world) if r not in pic.timed_out}
         if missing and len(missing) <= max(1, world // 4):
-            pic.suspects = {r: "printed no watchdog timeout while the others did" for r in sorted(missing)}
+            pic.suspects = {r: "did not arrive at the collective the others timed out in" for r in sorted(missing)}
             pic.suspect_kind = "missing"
+    lost_peer = {f.rank for f in peers if f.rank is not None}
+    if not pic.suspects and world and lost_peer and len(lost_peer) >= max(1, world // 2):
+        gone = {r for r in range(world) if r not in lost_peer}
+        if gone and len(gone) <= max(1, world // 4):  # the peer the others lost is the one that went away
+            pic.suspects = {r: "is the peer the other ranks lost their connection to" for r in sorted(gone)}
+            pic.suspect_kind = "peer"
     seqs = _per_rank(wd, "seq")
     dones = _per_rank(wd, "done")
     desync = [f for f in findings if f.class_id == "collective_mismatch_desync"]
@@ -172,6 +181,95 @@ def _per_rank(findings: list[Finding], key: str) -> dict[int, int]:
 
 SEVERITY_ORDER = {"P0": 4, "P1": 3, "P2": 3, "P3": 2, "info": 1}
 
+# The abort a process performs on itself after a collective failed: ProcessGroupNCCL's watchdog rethrows the
+# timeout/NCCL error on its own thread (c10d ProcessGroupNCCL.cpp, "To avoid data inconsistency, we are taking
+# the entire process down."), so libstdc++ prints "terminate called after throwing an instance of ...",
+# then "what(): <the watchdog message>", the shell "Aborted (core dumped)", torchrun "exitcode -6 (SIGABRT)".
+ABORT_SIGNATURES = frozenset(
+    {
+        "native.terminate_called",
+        "native.abort",
+        "native.sigabrt_received",
+        "torchrun.exitcode_abort",
+        "native.fatal_python_error",
+        "native.glog_failure_signal",
+        "nccl.terminate_dist_error",
+    }
+)
+COLLECTIVE_SYMPTOMS = WATCHDOG_CLASSES | PEER_CLASSES | {"nccl_watchdog_stuck_heartbeat"}
+ABORT_BEFORE = 40  # lines: how far above an abort its collective failure may be printed
+ABORT_AFTER = 3  # lines: "what():" follows "terminate called"
+
+
+def _is_abort(f: Finding) -> bool:
+    if f.signature not in ABORT_SIGNATURES:
+        return False
+    reason = f.fields.get("reason", "")
+    return f.signature not in {"native.fatal_python_error", "native.glog_failure_signal"} or reason in {
+        "Aborted",
+        "SIGABRT",
+        "",
+    }
+
+
+_SEPARATOR = re.compile(r"[\s=\-_*#^~]*")  # rules, and Python 3.11's caret lines under a traceback frame
+SUMMARY_SPAN = 120  # lines: torchrun's error summary after its "Root Cause"/ChildFailedError line
+
+
+def _summary_reprints(findings: list[Finding]) -> dict[str, str]:
+    """Generic findings inside torchrun's failure summary that copy a worker's error shown elsewhere
+    (torch/distributed/elastic/multiprocessing/errors: the summary prints each failure's error_file
+    traceback), and generic "exceptions" whose line is only a separator rule."""
+    heads: dict[str, list[int]] = defaultdict(list)
+    for f in findings:
+        if f.signature in {"torchrun.root_cause", "torchrun.child_failed_error"}:
+            heads[f.evidence[0].file].append(f.evidence[0].line)
+    elsewhere: set[str] = set()
+    inside: list[Finding] = []
+    for f in findings:
+        ev = f.evidence[0]
+        end = ev.end_line or ev.line
+        if any(0 < ev.line - h <= SUMMARY_SPAN or 0 < end - h <= SUMMARY_SPAN for h in heads.get(ev.file, [])):
+            inside.append(f)
+        elif f.fields.get("message"):
+            elsewhere.add(f.fields["message"].strip())
+    out: dict[str, str] = {}
+    for f in findings:
+        last = prefix.view(f.evidence[-1].text.rsplit("\n", 1)[-1]).rest
+        if f.signature.startswith("generic.") and _SEPARATOR.fullmatch(last):
+            out[f.id] = "a separator line, not an error"
+    for f in inside:
+        if f.signature.startswith("generic.") and f.fields.get("message", "").strip() in elsewhere:
+            out.setdefault(f.id, "torchrun's failure summary re-printing a worker's error")
+    return out
+
+
+def teardown_aborts(findings: list[Finding]) -> dict[str, str]:
+    """Finding id -> why: aborts that are a collective failure taking its own process down (TAXONOMY §1
+    rule 5). A rank's abort after its own watchdog timeout or peer loss is a consequence, never a root."""
+    symptoms: dict[str, list[tuple[int, int | None]]] = defaultdict(list)
+    symptom_ranks: set[int] = set()
+    for f in findings:
+        if f.class_id in COLLECTIVE_SYMPTOMS and f.role in {"cascade", "root_candidate"}:
+            symptoms[f.evidence[0].file].append((f.evidence[0].line, f.rank))
+            if f.rank is not None:
+                symptom_ranks.add(f.rank)
+    out: dict[str, str] = _summary_reprints(findings)
+    for f in findings:
+        if not _is_abort(f):
+            continue
+        ev = f.evidence[0]
+        near = [
+            (n, r)
+            for n, r in symptoms.get(ev.file, [])
+            if -ABORT_BEFORE <= n - ev.line <= ABORT_AFTER and (r is None or f.rank is None or r == f.rank)
+        ]
+        if near:
+            out[f.id] = "the process aborting itself after its collective failed (printed next to it)"
+        elif f.rank is not None and f.rank in symptom_ranks and f.signature.startswith(("torchrun.", "native.sig")):
+            out[f.id] = f"rank {f.rank} reported a collective failure before it aborted"
+    return out
+
 
 def candidates(groups: list[Group], findings: list[Finding]) -> list[Candidate]:
     """Root-candidate groups merged by class (the same fault worded twice is one candidate).
@@ -180,14 +278,18 @@ def candidates(groups: list[Group], findings: list[Finding]) -> list[Candidate]:
     benign early warning of the same class (an fp16 overflow skip) does not stand in for the fatal one.
     """
     cat = load_catalogue()
-    by_id = {f.id: f for f in findings}
+    consequence = teardown_aborts(findings)
+    by_id = {f.id: f for f in findings if f.id not in consequence}
     by_class: dict[str, Candidate] = {}
     for g in groups:
         if g.role not in {"root_candidate", "confirmation"} and g.class_id != "nccl_watchdog_stuck_heartbeat":
             continue
+        members = [by_id[i] for i in g.finding_ids if i in by_id]
+        if not members:
+            continue  # every line of the group is teardown
         c = by_class.setdefault(g.class_id, Candidate(g.class_id, [], []))
         c.groups.append(g)
-        c.findings.extend(by_id[i] for i in g.finding_ids if i in by_id)
+        c.findings.extend(members)
 
     def strength(f: Finding) -> tuple[int, int]:
         idx = cat.index.get(f.signature)
@@ -263,6 +365,8 @@ def _downstream(c: Candidate, findings: list[Finding]) -> bool:
     first_symptom: dict[tuple[str, int | None], int] = {}
     own = {f.id for f in c.findings}
     for f in findings:
+        if f.class_id == "torchelastic_childfailed_summary" or f.signature.startswith("torchrun."):
+            continue  # the launcher's lines about a rank are not the rank reporting a symptom
         if f.role in {"cascade", "teardown"} and f.id not in own and f.rank is not None:
             key = (f.evidence[0].file, f.rank)
             first_symptom[key] = min(first_symptom.get(key, f.evidence[0].line), f.evidence[0].line)

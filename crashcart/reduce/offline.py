@@ -32,6 +32,7 @@ from crashcart.reduce.causal import (
     own_time,
     picture,
     score,
+    teardown_aborts,
     versions,
 )
 from crashcart.reduce.hang_files import add_file_candidates, with_rank_stops
@@ -85,9 +86,11 @@ def _decide(groups: list[Group], findings: list[Finding], topo: Topology, last: 
             return _compose(desync, cands[1:], groups, findings, topo, pic, last)
     if best is None or best.score < MIN_SCORE or (best.generic and best.class_id == "unknown"):
         weak = best is None or best.score < MIN_SCORE + 20
+        alive = _missing_alive(pic, last)
         fallbacks = (
+            None if alive else _hang(pic, topo, findings, last),  # a rank that did not arrive and went silent
             _short_timeout(pic, findings),
-            _hang(pic, topo, findings, last),
+            _hang(pic, topo, findings, last) if alive else None,
             _summary_hint(findings),
             _lone_cascade(findings, topo),
         )
@@ -114,9 +117,23 @@ def _add_hangs(cands: list[Candidate], findings: list[Finding], topo: Topology, 
 SHORT_TIMEOUT_MS = 300_000  # below both PyTorch defaults (10 and 30 minutes)
 
 
+def _missing_alive(pic: Picture, last: dict[int, RankLast]) -> bool:
+    """The ranks that did not arrive were busy, not hung: each was still writing after the timed-out
+    collective began, or rank 0 is among them, which alone runs validation, checkpointing and logging in
+    the usual training loop (the short-timeout story)."""
+    if pic.suspect_kind != "missing":
+        return False
+    if 0 in pic.suspects:
+        return True
+    if pic.lookback_start is None:
+        return False
+    times = [rl.time for r in pic.suspects if (rl := last.get(r)) is not None and rl.time is not None]
+    return len(times) == len(pic.suspects) and all(t > pic.lookback_start for t in times)
+
+
 def _short_timeout(pic: Picture, findings: list[Finding]) -> Candidate | None:
     """Nothing failed, but the collective timeout is so short that slow legitimate work trips it."""
-    configured = [int(f.fields["timeout_ms"]) for f in findings if f.fields.get("timeout_ms", "").isdigit()]
+    configured = [_sane_timeout(f) for f in findings if f.fields.get("timeout_ms", "").isdigit()]
     if not configured or max(configured) >= SHORT_TIMEOUT_MS:
         return None
     wd = [f for f in findings if f.class_id == "nccl_watchdog_timeout" and f.fields.get("timeout_ms")]
@@ -128,13 +145,32 @@ def _short_timeout(pic: Picture, findings: list[Finding]) -> Candidate | None:
     return c
 
 
+def _sane_timeout(f: Finding) -> int:
+    """The watchdog's ``Timeout(ms)``, unless ``ran for`` is about a thousand times larger: then the field is a
+    unit slip or a typo (a 1800 ms timeout that ran for 1800000 ms), and the run time is the timeout."""
+    timeout = int(f.fields["timeout_ms"])
+    ran = f.fields.get("ran_ms", "")
+    if ran.isdigit() and timeout > 0 and int(ran) >= 500 * timeout:
+        return int(ran)
+    return timeout
+
+
 KILL_SIGNS = {"generic.killed", "torchrun.exitcode_sigkill"}
 LONE_CLASSES = {"nccl_remote_peer_failure", "ib_completion_error", "nccl_watchdog_stuck_heartbeat"}
 
 
 def _lone_cascade(findings: list[Finding], topo: Topology) -> Candidate | None:
     """No root line, but the earliest symptom is a peer/network error on one rank only: report it."""
-    timed = [f for f in findings if f.role == "cascade" and f.time is not None and f.rank is not None]
+    aborts = teardown_aborts(findings)
+    timed = [
+        f
+        for f in findings
+        if f.role == "cascade"
+        and f.time is not None
+        and f.rank is not None
+        and not f.signature.startswith("torchrun.")  # the launcher's summary of a rank is not the rank's error
+        and f.id not in aborts
+    ]
     if not timed:
         return None
     first = min(timed, key=lambda f: (f.time, f.evidence[0].file, f.evidence[0].line))
@@ -194,6 +230,14 @@ def _hang(pic: Picture, topo: Topology, findings: list[Finding], last: dict[int,
     """No root line, but one rank is odd: it hung, lagged or issued another collective."""
     if not pic.suspects or len(pic.suspects) > 2:
         return None
+    if pic.suspect_kind == "missing":
+        spoke = {
+            f.rank
+            for f in findings
+            if f.rank in pic.suspects and f.role in {"root_candidate", "cascade"} and f.class_id != "unknown"
+        }
+        if spoke:
+            return None  # a missing rank that reported its own error did not hang: that error speaks for it
     cls = "collective_mismatch_desync" if pic.suspect_kind == "desync" else "rank_hang_or_missing_rank"
     chosen: list[Finding] = []
     for r in sorted(pic.suspects):
@@ -431,6 +475,8 @@ def _confidence(root: Candidate, others: list[Candidate], pic: Picture, culprit:
         conf = min(conf, 0.8)
     if root.penalties:
         conf = min(conf, 0.6)
+    if any(f.signature == "reduce.last_line" for f in root.findings):
+        conf = min(conf, 0.7)  # inferred from what a rank did not print: it hung, or died without a word
     return round(min(conf, 0.95), 2)
 
 

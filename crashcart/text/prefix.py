@@ -11,7 +11,7 @@ import json
 import re
 from typing import NamedTuple
 
-__all__ = ["Prefix", "host_of_path", "looks_like_host", "rank_of_path", "split_prefix"]
+__all__ = ["Prefix", "host_of_path", "local_of_path", "looks_like_host", "rank_of_path", "split_prefix"]
 
 
 class Prefix(NamedTuple):
@@ -146,6 +146,15 @@ _PATH_RANK = re.compile(
 )
 _PATH_WORKER = re.compile(r"worker[-_.]?(\d{1,7})(?![\d])(?:[._-]|$)")  # only at the start of a part
 _PATH_R = re.compile(r"r(\d{1,7})(?:\.[a-z][a-z0-9]*)*")  # r12.err, r3.log: the whole part
+# torchrun --log-dir (torch/distributed/elastic/multiprocessing/api.py, _setup_log_dir and DefaultLogsSpecs):
+# <log_dir>/<run_id>[_<random>]/attempt_<restart>/<local_rank>/{stdout,stderr}.log and error.json
+_TORCHRUN_LAYOUT = re.compile(r"(?:^|[\\/])attempt_(\d+)[\\/](\d+)[\\/][^\\/]+$")
+
+
+def local_of_path(path: str) -> int | None:
+    """The local rank of a torchrun ``--log-dir`` file (``.../attempt_0/3/stderr.log`` -> 3), or None."""
+    m = _TORCHRUN_LAYOUT.search(path)
+    return int(m.group(2)) if m else None
 
 
 def _parts(path: str) -> list[str]:
@@ -159,6 +168,8 @@ def rank_of_path(path: str) -> int | None:
     ``worker-5.log``, ``r12.err``. The file name wins over directories. Not ``node-017``,
     ``slurm-123456.out``, ``local_rank3`` or ``node_rank1``.
     """
+    if _TORCHRUN_LAYOUT.search(path):
+        return None  # <log_dir>/<run_id>/attempt_N/<local_rank>/: a local rank, and the run id names no rank
     for part in reversed(_parts(path)):
         low = part.lower()
         m = _PATH_RANK.search(low)
@@ -206,8 +217,11 @@ def host_of_path(path: str) -> str | None:
     ``rank3``, ``slurm-123456.out``, ``kernel`` or ``telemetry``. Returned as spelled in the path.
     """
     parts = _parts(path)
+    run_id = len(parts) - 4 if _TORCHRUN_LAYOUT.search(path) else -1  # <run_id>/attempt_N/<local>/<file>
     for i in range(len(parts) - 1, -1, -1):
         part = parts[i]
+        if i == run_id:
+            continue  # torchrun's run id (rdzv id) names the job, not a host
         if i < len(parts) - 1:
             found = _host_candidate(part)  # a directory: gpu-node-017, node017.cluster.local
             if found is not None:
