@@ -360,7 +360,7 @@ def _diagnose(args: argparse.Namespace, settings: Settings, store: Store | None,
     else:
         render(doc, _stdout())
     if written:
-        err.print(f"wrote {', '.join(p.name for p in written)} to {args.out.resolve()}", markup=False)
+        _fail(f"wrote {', '.join(p.name for p in written)} to {args.out.resolve()}")
     return 0
 
 

@@ -15,7 +15,7 @@ from crashcart.catalogue import load_catalogue
 from crashcart.models import DiagnosisDocument, DocCitation, DocRunbook
 from crashcart.report.document import llm_summary
 from crashcart.report.reading import plain_summary
-from crashcart.report.words import ROOT_UNKNOWN, class_title, reasons, severity_words
+from crashcart.report.words import ROOT_UNKNOWN, class_title, reasons, severity_words, titles_for_ids
 from crashcart.text.clock import from_iso
 
 TEAM = "*To be filled in by the team.*"
@@ -335,7 +335,7 @@ def _hypotheses(doc: DiagnosisDocument) -> list[str]:
     if not doc.hypotheses:
         return [*lines, "No competing explanation scored.", ""]
     lines += ["| class | score | why not |", "|---|---|---|"]
-    lines += [f"| {_title(h.class_)} | {h.score:g} | {_plain(h.why_not)} |" for h in doc.hypotheses]
+    lines += [f"| {_title(h.class_)} | {h.score:g} | {_plain(titles_for_ids(h.why_not))} |" for h in doc.hypotheses]
     return [*lines, ""]
 
 

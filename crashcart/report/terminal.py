@@ -15,7 +15,7 @@ from rich.text import Text
 from crashcart.models import DiagnosisDocument, DocCitation, DocSymptom
 from crashcart.report.document import llm_summary
 from crashcart.report.reading import NOT_A_FAILURE, plain_summary
-from crashcart.report.words import ROOT_UNKNOWN, class_title, clip, reasons, severity_words
+from crashcart.report.words import ROOT_UNKNOWN, class_title, clip, reasons, severity_words, titles_for_ids
 from crashcart.text.clock import from_iso
 
 MAX_QUOTE, MAX_HEADLINE, MAX_ROWS = 220, 180, 12
@@ -158,7 +158,7 @@ def _groups(doc: DiagnosisDocument, console: Console) -> None:
             table.add_row("", f"… and {len(rows) - MAX_ROWS} more (postmortem.md lists them)", "")
         for c in extra:
             where = f"{c.citations[0].file}:{c.citations[0].line}" if c.citations else ""
-            what = f"{class_title(c.class_)}: {clip(plain_summary(c.summary), 140)}"
+            what = f"{class_title(c.class_)}: {clip(titles_for_ids(plain_summary(c.summary)), 140)}"
             table.add_row("", what, where)
         console.print(table)
 
@@ -171,7 +171,7 @@ def _hypotheses(doc: DiagnosisDocument, console: Console) -> None:
     table.add_column("score", justify="right", no_wrap=True)
     table.add_column("why not", ratio=3)
     for h in doc.hypotheses:
-        table.add_row(class_title(h.class_), f"{h.score:.0f}", clip(h.why_not, 200))
+        table.add_row(class_title(h.class_), f"{h.score:.0f}", clip(titles_for_ids(h.why_not), 200))
     console.print(table)
 
 

@@ -62,8 +62,17 @@ def reason(text: str) -> str:
     return text
 
 
+_ID = re.compile(r"\b[a-z][a-z0-9]*(?:_[a-z0-9]+)+\b")
+
+
+def titles_for_ids(text: str) -> str:
+    """Class ids inside the engine's prose (``explained by gpu_fallen_off_bus``) replaced by their titles."""
+    cat = load_catalogue()
+    return _ID.sub(lambda m: cat.class_title(m.group(0)) if m.group(0) in cat.classes else m.group(0), text)
+
+
 def reasons(notes: list[str]) -> list[str]:
-    out = [reason(n) for n in notes]
+    out = [titles_for_ids(reason(n)) for n in notes]
     return [r for r in out if r]
 
 
