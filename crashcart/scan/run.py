@@ -36,6 +36,8 @@ WRITE_THREADS = 2  # threads beyond one per core while members are extracted: th
 TELEMETRY_MAX_LINES = 2_000_000
 
 Progress = Callable[[int, int], None]  # (bytes done, bytes total)
+# scans (physical, path) jobs of ``total`` bytes elsewhere (a Ray cluster: ``scan.cluster``), as ``scan_files`` does
+FilesScanner = Callable[[list[tuple[Path, str]], int, Progress | None], dict[str, FileScan]]
 
 
 @dataclass
@@ -76,12 +78,17 @@ def open_scanning(
 
 
 def scan(
-    bundle: Bundle, settings: ScanSettings, progress: Progress | None = None, pool: ScanPool | None = None
+    bundle: Bundle,
+    settings: ScanSettings,
+    progress: Progress | None = None,
+    pool: ScanPool | None = None,
+    files: FilesScanner | None = None,
 ) -> ScanResult:
     """Scan every log file of ``bundle``; unreadable files become failures, not exceptions.
 
     :param pool: the pool ``open_scanning`` started (files it already scanned are not read again);
         None: threads are started here, for this call.
+    :param files: scans the files instead of this machine (``scan.cluster``); what follows is the same.
     """
     cat = load_catalogue()
     targets = [f for f in bundle.files if f.kind in SCANNED_KINDS or f.kind == "telemetry"]
@@ -91,7 +98,10 @@ def scan(
         if phys is not None:
             jobs.append((phys, f.path))
     total = sum(f.size for f in targets)
-    scans = _scan_files(jobs, settings, bundle.limits.max_line_bytes, total, progress, pool)
+    if files is not None:
+        scans = files(jobs, total, progress)
+    else:
+        scans = scan_files(jobs, settings, bundle.limits.max_line_bytes, total, progress, pool)
     matcher_name = _matcher_name(settings.matcher)
 
     result = ScanResult(findings=[], scans=scans, matcher=matcher_name)
@@ -130,16 +140,19 @@ def scan(
     return result
 
 
-def _scan_files(
+def scan_files(
     jobs: list[tuple[Path, str]],
     settings: ScanSettings,
     max_line: int,
-    total: int,
-    progress: Progress | None,
-    pool: ScanPool | None,
+    total: int = 0,
+    progress: Progress | None = None,
+    pool: ScanPool | None = None,
+    *,
+    matcher: Matcher | None = None,
 ) -> dict[str, FileScan]:
     """Every file through the catalogue: those ``pool`` has not scanned yet largest first, on its threads
-    (or on threads of our own, or in this thread for a small bundle or one worker)."""
+    (or on threads of our own, or in this thread for a small bundle or one worker, with ``matcher`` if given).
+    The per-file results of the local scan; a Ray task (``scan.cluster``) calls this too, for its files."""
     scans: dict[str, FileScan] = {}
     done = 0
 
@@ -151,7 +164,7 @@ def _scan_files(
             progress(done, total)
 
     if pool is None and (_workers(settings) <= 1 or total < PARALLEL_MIN_BYTES):
-        base = make_matcher(settings.matcher)
+        base = matcher or make_matcher(settings.matcher)
         for phys, path in jobs:
             record(scan_file(base, phys, path, buffer_bytes=settings.buffer_bytes, max_line_bytes=max_line))
         return scans
