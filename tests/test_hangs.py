@@ -214,3 +214,50 @@ def test_clock_rule_for_inherited_times() -> None:
     assert clock.inherited_is_stale(T0, T0 + timedelta(hours=1))
     assert not clock.inherited_is_stale(T0, T0 + timedelta(minutes=1))
     assert not clock.inherited_is_stale(T0, None)
+
+
+# ---------------------------------------------------------------------------------------------
+# Configuration smells (crashcart/reduce/smells.py)
+
+
+def test_loopback_or_docker_bootstrap_in_a_multi_node_job_is_a_smell() -> None:
+    from crashcart.reduce.smells import interface_smells
+
+    lo = finding("nccl.interface_in_use", "node-1:2044:2044 [0] NCCL INFO Bootstrap : Using lo:127.0.0.1<0>", line=3)
+    eth = finding("nccl.interface_in_use", "node-2:3011:3011 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.12<0>", line=4)
+    error = "node-2:3011:3090 [0] misc/socket.cc:484 NCCL WARN socketStartConnect: Connect to 127.0.0.1<43617> failed"
+    smells = interface_smells([lo, eth], Topology(), error)
+    assert [s.kind for s in smells] == ["loopback"] and smells[0].finding is lo
+    docker = finding("nccl.interface_in_use", "gpu-a:901:901 [3] NCCL INFO Bootstrap: Using docker0:172.17.0.1<0>")
+    docker_b = finding("nccl.interface_in_use", "gpu-b:77:77 [0] NCCL INFO Bootstrap: Using docker0:172.17.0.1<0>")
+    assert [s.kind for s in interface_smells([docker, docker_b], Topology(), error)] == ["container"]
+    assert interface_smells([lo], Topology(), error) == []  # one host: loopback is fine
+
+
+def test_ipoib_oob_is_a_smell_only_under_a_socket_or_bootstrap_error() -> None:
+    from crashcart.reduce.smells import interface_smells
+
+    oob = finding(
+        "nccl.interface_in_use",
+        "h1:7:40 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/IB [RO]; OOB ib0:10.10.1.5<0>",
+    )
+    bootstrap_error = "h1:7:40 [0] bootstrap.cc:77 NCCL WARN Bootstrap : remote socket closed, connection refused"
+    assert [s.kind for s in interface_smells([oob], Topology(), bootstrap_error)] == ["ipoib"]
+    assert interface_smells([oob], Topology(), "CUDA error: out of memory") == []
+
+
+def test_master_addr_that_is_not_the_failing_endpoint() -> None:
+    from crashcart.reduce.smells import master_addr_smell
+
+    launch = finding("launch.master_addr", "export MASTER_ADDR=10.0.3.7 MASTER_PORT=29500")
+    fail = finding(
+        "c10d.client_connect_failed",
+        "[W socket.cpp:663] [c10d] The client socket has failed to connect to [10.0.3.9]:29500 (errno: 111 - "
+        "Connection refused).",
+    )
+    smell = master_addr_smell([launch, fail], [fail])
+    assert smell is not None and smell.finding is launch and "10.0.3.9" in smell.why
+    same = fail.model_copy(update={"fields": {**fail.fields, "endpoint": "[10.0.3.7]:29500"}})
+    assert master_addr_smell([launch, same], [same]) is None
+    by_name = fail.model_copy(update={"fields": {**fail.fields, "endpoint": "[node-0]:29500"}})
+    assert master_addr_smell([launch, by_name], [by_name]) is None  # a name and an address may be one host

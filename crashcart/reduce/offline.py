@@ -37,6 +37,7 @@ from crashcart.reduce.causal import (
 )
 from crashcart.reduce.hang_files import add_file_candidates, with_rank_stops
 from crashcart.reduce.hangs import explained_by_wait, hang_candidate, throughput_drop, trusted_times, waits
+from crashcart.reduce.smells import CONNECT_CLASSES, interface_smells, master_addr_smell
 from crashcart.verify import gpu_named, node_named, rank_named
 
 MIN_SCORE = 30.0
@@ -76,6 +77,7 @@ def _decide(groups: list[Group], findings: list[Finding], topo: Topology, last: 
     for c in cands:
         score(c, pic, topo, findings, last, earliest)
     _add_hangs(cands, findings, topo, last)
+    _add_smells(cands, findings, topo)
     add_file_candidates(cands, findings, topo)  # Flight Recorder, stack dumps, RAS (hang_files)
     hardware_first(cands)
     cands.sort(key=lambda c: (-c.score, c.time is None, c.time or datetime.max.astimezone(), c.class_id))
@@ -114,6 +116,22 @@ def _add_hangs(cands: list[Candidate], findings: list[Finding], topo: Topology, 
             cands[:] = [c for c in cands if c is not same] + [extra]
 
 
+def _add_smells(cands: list[Candidate], findings: list[Finding], topo: Topology) -> None:
+    """Configuration smells (``smells``) that explain a connection failure join its candidate and are cited."""
+    for c in cands:
+        if c.class_id not in CONNECT_CLASSES:
+            continue
+        text = " ".join(f.evidence[0].text for f in c.findings)
+        found = [*interface_smells(findings, topo, text), master_addr_smell(findings, c.findings)]
+        for smell in [s for s in found if s is not None]:
+            c.lead = c.first  # the failure still speaks for the candidate; the smell says why
+            fields = {**smell.finding.fields, "_smell": smell.kind}
+            c.findings.append(smell.finding.model_copy(update={"class_id": c.class_id, "fields": fields}))
+            c.reasons.append(smell.why)
+            c.score += SMELL_BONUS
+
+
+SMELL_BONUS = 6.0
 SHORT_TIMEOUT_MS = 300_000  # below both PyTorch defaults (10 and 30 minutes)
 
 
@@ -375,6 +393,7 @@ def _compose(
         if f is not first and f.evidence[0].file != first.evidence[0].file and len(root_ids) < 5:
             root_ids.append(f.evidence[0].id)
             break
+    root_ids += [f.evidence[0].id for f in root.findings if "_smell" in f.fields][:2]  # the configuration behind it
     registry = {ev.id: ev for f in [*root.findings, *findings] for ev in f.evidence}
     cited = [registry[i] for i in root_ids if i in registry]
     root_ids += [i for i in _support(culprit, root, findings, cited) if i not in root_ids]
