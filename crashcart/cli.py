@@ -185,6 +185,7 @@ def main(argv: list[str] | None = None) -> int:
         return exc.code if isinstance(exc.code, int) else 2
     err = Console(stderr=True, highlight=False)
     try:
+        _check_text(args)
         owner = next((p for p in plugins if args.command in p.commands), None)
         if owner is not None:
             return owner.run(args, _settings(owner.settings_class))
@@ -301,6 +302,20 @@ def _synth(args: argparse.Namespace, err: Console) -> int:
     return 0
 
 
+_TEXT_ARGS = {"id": "ID", "text": "TEXT", "user": "--as", "reason": "--reason", "plan": "--plan", "job_id": "--job-id"}
+
+
+def _check_text(args: argparse.Namespace) -> None:
+    """Words that are stored or matched (ids, names, reasons) must be text; paths may hold any bytes."""
+    for name, shown in _TEXT_ARGS.items():
+        value = getattr(args, name, None)
+        if isinstance(value, str):
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                raise UsageError(f"{shown} is not valid UTF-8 text: {value!r}") from None
+
+
 def _check_out(out: Path | None) -> None:
     """``--out`` must be a directory we can write, or a path where one can be made."""
     if out is None:
@@ -403,7 +418,7 @@ def _eval(args: argparse.Namespace, settings: Settings, err: Console) -> int:
 
     cases = evaluate.find_cases(args.dirs)
     if not cases:
-        err.print(f"no bundles with {evaluate.LABELS} under {', '.join(map(str, args.dirs))}")
+        _fail(f"crashcart eval: no bundles with {evaluate.LABELS} under {', '.join(map(str, args.dirs))}")
         return 2
     results = evaluate.run_eval(cases, settings)
     if args.json:
