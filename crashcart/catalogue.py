@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 from crashcart.models import FileKind, Role, Severity
 
-ClassRole = Literal["root_candidate", "cascade", "teardown", "confirmation"]
+ClassRole = Literal["root_candidate", "cascade", "teardown", "confirmation", "verdict"]  # verdict: no_failure
 Block = Literal["traceback", "torchrun_summary"]
 
 #: Class ids a signature may use besides the TAXONOMY ids of ``classes.toml``.

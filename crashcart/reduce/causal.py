@@ -212,7 +212,8 @@ def _is_abort(f: Finding) -> bool:
     }
 
 
-_SEPARATOR = re.compile(r"[\s=\-_*#^~]*")  # rules, and Python 3.11's caret lines under a traceback frame
+# rules, Python 3.11's caret lines under a traceback frame, torchrun's "[2]:" failure index: no words, no error
+_SEPARATOR = re.compile(r"[^A-Za-z]*")
 SUMMARY_SPAN = 120  # lines: torchrun's error summary after its "Root Cause"/ChildFailedError line
 
 
@@ -231,17 +232,25 @@ def _summary_reprints(findings: list[Finding]) -> dict[str, str]:
         end = ev.end_line or ev.line
         if any(0 < ev.line - h <= SUMMARY_SPAN or 0 < end - h <= SUMMARY_SPAN for h in heads.get(ev.file, [])):
             inside.append(f)
-        elif f.fields.get("message"):
-            elsewhere.add(f.fields["message"].strip())
+        elif f.role != "context":
+            elsewhere.add(_last_text(f))
+            if f.fields.get("message"):
+                elsewhere.add(f.fields["message"].strip())
     out: dict[str, str] = {}
     for f in findings:
-        last = prefix.view(f.evidence[-1].text.rsplit("\n", 1)[-1]).rest
-        if f.signature.startswith("generic.") and _SEPARATOR.fullmatch(last):
+        if f.signature.startswith("generic.") and _SEPARATOR.fullmatch(_last_text(f)):
             out[f.id] = "a separator line, not an error"
     for f in inside:
-        if f.signature.startswith("generic.") and f.fields.get("message", "").strip() in elsewhere:
+        if f.role == "context" or f.signature.startswith("torchrun."):
+            continue
+        if _last_text(f) in elsewhere or f.fields.get("message", "").strip() in elsewhere - {""}:
             out.setdefault(f.id, "torchrun's failure summary re-printing a worker's error")
     return out
+
+
+def _last_text(f: Finding) -> str:
+    """The finding's last line without launcher prefixes and surrounding blanks."""
+    return prefix.view(f.evidence[-1].text.rsplit("\n", 1)[-1]).rest.strip()
 
 
 def teardown_aborts(findings: list[Finding]) -> dict[str, str]:
@@ -474,3 +483,25 @@ def hardware_first(cands: list[Candidate]) -> None:
                 c.score -= 15
                 c.penalties.append(f"explained by {h.class_id} on the same node")
                 break
+
+
+# Evidence that a job was stopped, not why (TAXONOMY §1 rule 5; issue 14 capability 4): torchrun's
+# "Received <sig> death signal" (torch/distributed/elastic/agent/server/api.py), a Slurm CANCELLED line
+# without a reason (slurmstepd "*** JOB <id> ON <node> CANCELLED AT <time> ***"), an agent-killed exit -15.
+WEAK_ROOT_SIGNATURES = frozenset({"torchrun.death_signal", "slurm.cancelled", "slurm.step_abort_teardown"})
+WEAK_CAP = 0.6
+SYMPTOM_CAP = 0.7
+
+
+def calibrate(root: Candidate, conf: float) -> float:
+    """Caps on confidence where the answer is an inference, not a line that states the cause.
+
+    A symptom class as the root (a collective timeout, a lost peer: "a collective did not complete" says
+    nothing of why) and a stop signal without a reason are never shown as high confidence.
+    """
+    info = load_catalogue().classes.get(root.class_id)
+    if info is not None and info.default_role in {"cascade", "teardown"}:
+        conf = min(conf, SYMPTOM_CAP)
+    if root.findings and all(f.signature in WEAK_ROOT_SIGNATURES for f in root.findings):
+        conf = min(conf, WEAK_CAP)
+    return conf

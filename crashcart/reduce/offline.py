@@ -27,6 +27,7 @@ from crashcart.reduce.causal import (
     INHERITED_SLACK,
     Candidate,
     Picture,
+    calibrate,
     candidates,
     hardware_first,
     own_time,
@@ -38,6 +39,7 @@ from crashcart.reduce.causal import (
 from crashcart.reduce.hang_files import add_file_candidates, with_rank_stops
 from crashcart.reduce.hangs import explained_by_wait, hang_candidate, throughput_drop, trusted_times, waits
 from crashcart.reduce.smells import CONNECT_CLASSES, interface_smells, master_addr_smell
+from crashcart.reduce.verdict import no_failure
 from crashcart.verify import gpu_named, node_named, rank_named
 
 MIN_SCORE = 30.0
@@ -87,6 +89,9 @@ def _decide(groups: list[Group], findings: list[Finding], topo: Topology, last: 
         if desync is not None:
             return _compose(desync, cands[1:], groups, findings, topo, pic, last)
     if best is None or best.score < MIN_SCORE or (best.generic and best.class_id == "unknown"):
+        done = no_failure(findings)  # the launcher reported success and nothing failed (reduce/verdict.py)
+        if done is not None:
+            return done
         weak = best is None or best.score < MIN_SCORE + 20
         alive = _missing_alive(pic, last)
         fallbacks = (
@@ -496,7 +501,7 @@ def _confidence(root: Candidate, others: list[Candidate], pic: Picture, culprit:
         conf = min(conf, 0.6)
     if any(f.signature == "reduce.last_line" for f in root.findings):
         conf = min(conf, 0.7)  # inferred from what a rank did not print: it hung, or died without a word
-    return round(min(conf, 0.95), 2)
+    return round(min(calibrate(root, conf), 0.95), 2)
 
 
 def _claim(class_id: str, summary: str, c: Candidate) -> Claim:
