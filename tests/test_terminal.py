@@ -106,3 +106,27 @@ def test_out_says_where_the_files_went(
     assert main(["diagnose", str(bundle), "--no-store", "--out", str(tmp_path / "out")]) == 0
     err = capsys.readouterr().err
     assert f"wrote diagnosis.json, postmortem.md, runbook.md, runbook.json, timeline.png to {tmp_path / 'out'}" in err
+
+
+def test_random_bytes_and_a_zero_filled_gz_are_skipped_with_a_reason(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import gzip
+    import json
+    import random
+
+    monkeypatch.setenv("CRASHCART_WORK_DIR", str(tmp_path / "work"))
+    bundle = tmp_path / "b"
+    bundle.mkdir()
+    (bundle / "rank-0.log").write_bytes(random.Random(300_000).randbytes(300_000))  # ~10 % control bytes
+    (bundle / "rank-1.log.gz").write_bytes(gzip.compress(b"\0" * 2_000_000))
+    (bundle / "dmesg.log").write_text(
+        "[Mon Nov 30 02:13:07 2026] NVRM: Xid (PCI:0000:3b:00): 79, pid=4003, name=python, GPU has fallen off the bus.\n"
+    )
+    assert main(["diagnose", str(bundle), "--no-store", "--json"]) == 0
+    skipped = {s["path"]: s["reason"] for s in json.loads(capsys.readouterr().out)["stats"]["skipped_files"]}
+    assert skipped["rank-0.log"].startswith("binary data, not text: ") and "control bytes" in skipped["rank-0.log"]
+    assert skipped["rank-1.log.gz"] == "binary data, not text: all its first 65,536 bytes are NUL once decompressed"
+    assert main(["diagnose", str(bundle), "--no-store"]) == 0
+    out = capsys.readouterr().out
+    assert "not read: rank-0.log: binary data, not text" in " ".join(out.split())
