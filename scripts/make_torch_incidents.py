@@ -36,7 +36,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from torch_faults.cases import CASES, Case, Find
-from torch_faults.hooks import Job
+from torch_faults.hooks import Job, keep_flight_recorder
 
 REPO = Path(__file__).resolve().parent.parent
 TRAIN = REPO / "scripts" / "torch_faults" / "train.py"
@@ -198,7 +198,12 @@ def collect(case: Case, job: Job, dest: Path) -> None:
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(run_dir.sub(case.id, f.read_text(encoding="utf-8", errors="replace")), encoding="utf-8")
     for name, text in job.extra_files.items():
+        (dest / name).parent.mkdir(parents=True, exist_ok=True)
         (dest / name).write_text(text, encoding="utf-8")
+    keep_flight_recorder(job)
+    for name, data in job.extra_bytes.items():
+        (dest / name).parent.mkdir(parents=True, exist_ok=True)
+        (dest / name).write_bytes(data)
 
 
 @dataclass(frozen=True)
@@ -218,7 +223,7 @@ def read_lines(case: Case, dest: Path) -> list[Line]:
         node_match = re.match(r"node(\d+)/", rel)
         node = int(node_match.group(1)) if node_match else 0
         file_match = per_rank.search(rel)
-        for n, text in enumerate(path.read_text(encoding="utf-8").split("\n"), start=1):
+        for n, text in enumerate(path.read_text(encoding="utf-8", errors="replace").split("\n"), start=1):
             prefix = PREFIX.match(text)
             assert prefix is not None
             owner: int | None = None
@@ -401,7 +406,7 @@ def verify_citations(case_dir: Path) -> list[str]:
     expected = json.loads((case_dir / "expected.json").read_text())
     bad = []
     for entry in expected["root_cause_lines"] + expected["symptom_lines"]:
-        lines = (case_dir / entry["file"]).read_text(encoding="utf-8").split("\n")
+        lines = (case_dir / entry["file"]).read_text(encoding="utf-8", errors="replace").split("\n")
         if not (0 < entry["line"] <= len(lines)) or lines[entry["line"] - 1] != entry["text"]:
             bad.append(f"{case_dir.name}: {entry['file']}:{entry['line']} does not read {entry['text']!r}")
     return bad

@@ -40,14 +40,20 @@ GDB_THREAD = re.compile(
 GDB_FRAME = re.compile(
     r"^#(?P<i>\d+)\s+(?:0x[0-9a-f]+ in )?(?P<func>[^\s(]+)(?: \(.*?\))?(?: (?:at|from) (?P<file>\S+))?"
 )
-_RAS_SIGNS = ("Communicators...", "Job summary", "RAS Monitor Mode", "Missing communicator data")
+_RAS_SIGNS = (
+    "Communicators...",
+    "Job summary",
+    "RAS Monitor Mode",
+    "Missing communicator data",
+    "Communicator ranks have",
+)
 
 
 def flight_recorder_form(head: bytes) -> Literal["pickle", "json"] | None:
     """Is this (by its first bytes) a Flight Recorder dump, and in which form?"""
     if head[:1] == b"\x80" and len(head) > 2 and 2 <= head[1] <= 5:  # pickle protocol 2..5
         sample = head[:4096]
-        return "pickle" if b"pg_config" in sample or (b"entries" in sample and b"version" in sample) else None
+        return "pickle" if b"pg_config" in sample or b"entries" in sample else None
     if head.lstrip()[:1] != b"{":
         return None
     sample = head[:65536]

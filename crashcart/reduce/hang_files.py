@@ -9,6 +9,8 @@ last collective each rank entered (per process group) to the diagnosis, for the 
 
 from __future__ import annotations
 
+from collections import Counter
+
 from crashcart.models import Diagnosis, Finding, RankStop, Topology
 from crashcart.reduce.causal import Candidate
 from crashcart.scan.hang_evidence.collectives import ranks_text
@@ -33,7 +35,17 @@ def add_file_candidates(cands: list[Candidate], findings: list[Finding], topo: T
     mine = [f for f in findings if f.signature in SCORES]
     if not mine:
         return
-    mine.sort(key=lambda f: (-SCORES[f.signature], f.rank if f.rank is not None else 1 << 30, f.id))
+    # the rank that is a culprit in the most groups (its own group's and the groups waiting on it) leads
+    blamed = Counter(f.rank for f in mine if f.rank is not None)
+    mine.sort(
+        key=lambda f: (
+            -SCORES[f.signature],
+            -blamed[f.rank if f.rank is not None else -1],
+            int(f.fields.get("culprits", "1")),  # of the lead rank's groups, the one that blames it alone
+            f.rank if f.rank is not None else 1 << 30,
+            f.id,
+        )
+    )
     lead = mine[0]
     reasons = list(dict.fromkeys(f.summary for f in mine))[:MAX_REASONS]
     reasons += [f.summary for f in findings if f.signature == "hang.fr.consistent"][:3]

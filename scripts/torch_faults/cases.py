@@ -19,6 +19,7 @@ from typing import Literal
 from torch_faults.hooks import (
     Action,
     Setup,
+    dump_stacks,
     memory_cgroup,
     other_job_on_port,
     private_tmpfs,
@@ -398,3 +399,142 @@ CASES: list[Case] = [
         what="A normal run (LOGLEVEL=INFO, TORCH_CPP_LOG_LEVEL=INFO), checkpoints included.",
     ),
 ]
+
+# Hang cases (issue 18): Flight Recorder on (a ring of 2,000 entries), each rank's dump written by a watchdog thread
+# of train.py once no step has started for a while (gloo dumps nothing by itself), kept under fr/ in the bundle.
+FR_ENV = {"TORCH_FR_BUFFER_SIZE": "2000", "TORCH_FR_DUMP_TEMP_FILE": "fr/comm_lib_trace_rank_"}
+LAST_STEP = r"^step \d+/100 loss "
+
+
+def fr_dump(rank: int) -> Find:
+    """The culprit's Flight Recorder dump (line 1: the JSON form is one line; the pickle has no lines)."""
+    return Find(r".", file=rf"^fr/comm_lib_trace_rank_{rank}$")
+
+
+def fr_train(form: str, after: float, timeout: float) -> tuple[str, ...]:
+    return ("--fr-form", form, "--fr-dump-after", str(after), "--pg-timeout", str(timeout))
+
+
+HANG_CASES: list[Case] = [
+    Case(
+        id="fr-missing-rank3",
+        fault="hang",
+        cls="rank_hang_or_missing_rank",
+        injected="rank 3 of 4 waits forever on a prefetch event at step 35 and never enters that step's DDP "
+        "all_reduce; every rank's Flight Recorder dump (JSON form) is written after 5 s without a step",
+        culprit=3,
+        layout="log-dir",
+        nproc=4,
+        env=FR_ENV,
+        train=("--fault", "hang", "--fault-rank", "3", *fr_train("json", 5, 10)),
+        root=(fr_dump(3), Find(LAST_STEP, rank=3, last=True)),
+        symptoms=(Find(GLOO_TIMEOUT),),
+        symptom_classes=("nccl_watchdog_timeout", "torchelastic_childfailed_summary"),
+        what="Rank 3 never enters a collective; its Flight Recorder dump (JSON) ends one collective_seq_id early.",
+    ),
+    Case(
+        id="fr-mismatch-rank2",
+        fault="collective_mismatch",
+        cls="collective_mismatch_desync",
+        injected="from step 40, rank 2 all_reduces a 3-element metrics tensor while ranks 0, 1, 3 all_reduce 2 "
+        "elements; manual gradient all_reduce; Flight Recorder dumps in the pickle form",
+        culprit=2,
+        layout="log-dir",
+        nproc=4,
+        env=FR_ENV,
+        train=("--fault", "mismatch", "--fault-rank", "2", "--grad-sync", "manual", *fr_train("pickle", 5, 10)),
+        root=(fr_dump(2),),
+        symptoms=(Find(GLOO_TIMEOUT, optional=True),),
+        symptom_classes=("nccl_watchdog_timeout", "torchelastic_childfailed_summary"),
+        what="Rank 2 all_reduces another shape: same collective_seq_id, other input_sizes in its pickle dump.",
+    ),
+    Case(
+        id="fr-straggler-rank1",
+        fault="straggler",
+        cls="straggler_fail_slow",
+        acceptable=("rank_hang_or_missing_rank",),
+        injected="from step 20 rank 1 sleeps one second more each step (1 s, 2 s, ...) before the next collective, "
+        "until a wait passes the 8 s timeout; Flight Recorder dumps (JSON) after 6 s without a step",
+        culprit=1,
+        layout="log-dir",
+        nproc=4,
+        env=FR_ENV,
+        train=(
+            "--fault",
+            "none",
+            "--fault-rank",
+            "1",
+            "--fault-step",
+            "20",
+            "--straggle",
+            "1.0",
+            *fr_train("json", 6, 8),
+        ),
+        root=(fr_dump(1),),
+        symptoms=(Find(GLOO_TIMEOUT, optional=True),),
+        symptom_classes=("nccl_watchdog_timeout", "torchelastic_childfailed_summary"),
+        what="Rank 1 gets slower every step: its dump shows it entering every recent collective last, seconds late.",
+    ),
+    Case(
+        id="pyspy-deadlock-rank2",
+        fault="deadlock",
+        cls="rank_hang_or_missing_rank",
+        injected="rank 2 takes a non-reentrant lock its caller holds at step 35 (a Python deadlock); py-spy dump of "
+        "every rank 4 s later; Flight Recorder dumps (pickle) after 8 s; 30 s timeout",
+        culprit=2,
+        layout="log-dir",
+        nproc=4,
+        env=FR_ENV,
+        train=("--fault", "deadlock", "--fault-rank", "2", "--marker-dir", "markers", *fr_train("pickle", 8, 30)),
+        action=dump_stacks(4, 35, 4.0, "py-spy"),
+        root=(Find(r"^    _refresh_shard_cache \(", file=r"^stacks/py-spy-rank2\.txt$"), fr_dump(2)),
+        symptoms=(Find(GLOO_TIMEOUT, optional=True),),
+        symptom_classes=("nccl_watchdog_timeout", "torchelastic_childfailed_summary"),
+        what="A deadlocked rank 2 caught by py-spy dump: its main thread in a lock, the others in all_reduce.",
+    ),
+    Case(
+        id="faulthandler-deadlock-rank1",
+        fault="deadlock",
+        cls="rank_hang_or_missing_rank",
+        injected="rank 1 deadlocks on a non-reentrant lock at step 35; 4 s later every rank gets SIGUSR1, whose "
+        "faulthandler.register(all_threads=True) prints every thread's stack to the rank's stderr; Flight Recorder "
+        "dumps (JSON) after 8 s; 20 s timeout",
+        culprit=1,
+        layout="log-dir",
+        nproc=4,
+        env=FR_ENV,
+        train=(
+            "--fault",
+            "deadlock",
+            "--fault-rank",
+            "1",
+            "--marker-dir",
+            "markers",
+            "--faulthandler-signal",
+            *fr_train("json", 8, 20),
+        ),
+        action=dump_stacks(4, 35, 4.0, "faulthandler"),
+        root=(Find(r'^  File ".*train\.py", line \d+ in _refresh_shard_cache$', rank=1), fr_dump(1)),
+        symptoms=(Find(GLOO_TIMEOUT, optional=True),),
+        symptom_classes=("nccl_watchdog_timeout", "torchelastic_childfailed_summary"),
+        what="The same deadlock caught by faulthandler: rank 1's stderr shows the lock, the others all_reduce.",
+    ),
+    Case(
+        id="tp-hang-rank3",
+        fault="hang",
+        cls="rank_hang_or_missing_rank",
+        injected="4 ranks, data parallel over all (PG 0) and tensor parallel in pairs (PGs 1: ranks 0-1, 2: ranks "
+        "2-3); rank 3 hangs at step 35 before its tensor-parallel all_reduce: rank 2 waits in PG 2, ranks 0-1 finish "
+        "PG 1 and wait in PG 0; Flight Recorder dumps (pickle)",
+        culprit=3,
+        layout="log-dir",
+        nproc=4,
+        env=FR_ENV,
+        train=("--fault", "hang", "--fault-rank", "3", "--tp", "2", *fr_train("pickle", 5, 10)),
+        root=(fr_dump(3), Find(LAST_STEP, rank=3, last=True)),
+        symptoms=(Find(GLOO_TIMEOUT, optional=True),),
+        symptom_classes=("nccl_watchdog_timeout", "torchelastic_childfailed_summary"),
+        what="Two process groups, one stuck: rank 3 never enters its tensor-parallel all_reduce.",
+    ),
+]
+CASES += HANG_CASES

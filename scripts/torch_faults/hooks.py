@@ -34,6 +34,7 @@ class Job:
     agents: list[subprocess.Popen[bytes]] = field(default_factory=list)
     wrappers: list[Wrapper] = field(default_factory=list)
     extra_files: dict[str, str] = field(default_factory=dict)
+    extra_bytes: dict[str, bytes] = field(default_factory=dict)  # binary files kept as they are (pickles)
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -211,3 +212,31 @@ def signal_launcher(step: int, sig: signal.Signals) -> Action:
         job.agents[0].send_signal(sig)
 
     return action
+
+
+def dump_stacks(ranks: int, step: int, delay: float, tool: str) -> Action:
+    """Once every rank has reached ``step``, wait ``delay`` seconds (the job hangs meanwhile), then take every rank's
+    stacks as on-call does: ``py-spy dump --pid`` per rank, kept as ``stacks/py-spy-rank<r>.txt``, or SIGUSR1 to
+    each rank, whose ``faulthandler.register`` prints every thread's stack to its stderr."""
+
+    def action(job: Job) -> None:
+        pids = {r: _wait_for_step(job, r, step) for r in range(ranks)}
+        if any(p is None for p in pids.values()):
+            raise RuntimeError(f"not every rank reached step {step}")
+        time.sleep(delay)
+        py_spy = str(Path(job.python).with_name("py-spy"))
+        for r, pid in sorted(pids.items()):
+            assert pid is not None
+            if tool == "py-spy":
+                got = subprocess.run([py_spy, "dump", "--pid", str(pid)], capture_output=True, text=True, timeout=60)
+                job.extra_files[f"stacks/py-spy-rank{r}.txt"] = got.stdout
+            else:
+                os.kill(pid, signal.SIGUSR1)
+
+    return action
+
+
+def keep_flight_recorder(job: Job) -> None:
+    """Copy the ranks' Flight Recorder dumps (``$TORCH_FR_DUMP_TEMP_FILE<rank>``) into the bundle's ``fr/``."""
+    for path in sorted((job.work / "fr").glob("comm_lib_trace_rank_*")):
+        job.extra_bytes[f"fr/{path.name}"] = path.read_bytes()

@@ -138,6 +138,19 @@ def fault_slow(run: Run) -> None:
         run.log(f"rank {run.rank}: index shard {chunk}/{chunks} done elapsed {run.elapsed():.1f}s")
 
 
+def _refresh_shard_cache(lock: threading.Lock) -> None:
+    # a helper that takes the cache lock its caller already holds: a non-reentrant lock, so it waits forever
+    with lock:
+        pass
+
+
+def fault_deadlock(run: Run) -> None:
+    run.log(f"rank {run.rank}: refreshing the shard cache")
+    lock = threading.Lock()
+    with lock:
+        _refresh_shard_cache(lock)
+
+
 def fault_host_oom(run: Run) -> None:
     run.log(f"rank {run.rank}: caching the training shard in host memory")
     held = []
@@ -152,6 +165,7 @@ STEP_FAULTS: dict[str, Callable[[Run], None]] = {
     "segfault": fault_segfault,
     "abort": fault_abort,
     "hang": fault_hang,
+    "deadlock": fault_deadlock,
     "slow": fault_slow,
     "host_oom": fault_host_oom,
 }
@@ -166,6 +180,58 @@ DATA_FAULTS = {
 # cgroup limit come from the generator's hooks; the job itself then runs with ``--fault none``.)
 OTHER_FAULTS = {"mismatch", "none"}
 FAULTS = sorted([*STEP_FAULTS, *DATA_FAULTS, *OTHER_FAULTS])
+
+
+# --- hang evidence: Flight Recorder dumps and stack dumps -----------------------------------------------------------
+
+
+class FlightRecorderWatchdog(threading.Thread):
+    """Write torch's own Flight Recorder dump bytes for this rank once no step has started for ``after`` seconds (as
+    ProcessGroupNCCL's watchdog does on a timeout; gloo dumps nothing by itself). The file is
+    ``$TORCH_FR_DUMP_TEMP_FILE<rank>`` (torch's default prefix ``~/.cache/torch/comm_lib_trace_rank_``)."""
+
+    def __init__(self, run: Run, after: float, form: str) -> None:
+        super().__init__(daemon=True, name="fr-watchdog")
+        self.job, self.after, self.form = run, after, form
+        self.progress = time.monotonic()
+
+    def step(self) -> None:
+        self.progress = time.monotonic()
+
+    def run(self) -> None:  # type: ignore[override]
+        while True:  # every stall longer than ``after`` rewrites the dump: the last one is what the job left
+            while time.monotonic() - self.progress < self.after:
+                time.sleep(0.2)
+            stalled = self.progress
+            self.dump()
+            while self.progress == stalled:
+                time.sleep(0.2)
+
+    def dump(self) -> None:
+        from torch._C._distributed_c10d import _dump_fr_trace, _dump_fr_trace_json
+
+        default = str(Path.home() / ".cache/torch/comm_lib_trace_rank_")
+        prefix = os.environ.get("TORCH_FR_DUMP_TEMP_FILE", default)  # noqa: TID251 - torch's own variable
+        path = Path(f"{prefix}{self.job.rank}")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(_dump_fr_trace_json() if self.form == "json" else _dump_fr_trace())
+        print(
+            f"rank {self.job.rank}: no progress for {self.after:.0f}s, Flight Recorder dump written to {path}",
+            file=sys.stderr,
+            flush=True,
+        )
+
+
+def tensor_parallel_group(run: Run) -> dist.ProcessGroup | None:
+    """With ``--tp N``: this rank's tensor-parallel group (ranks in consecutive blocks of N); every rank creates all."""
+    if run.args.tp <= 1:
+        return None
+    mine = None
+    for start in range(0, run.world, run.args.tp):
+        group = dist.new_group(list(range(start, start + run.args.tp)))
+        if start <= run.rank < start + run.args.tp:
+            mine = group
+    return mine
 
 
 # --- the loop ------------------------------------------------------------------------------------------------------
@@ -216,36 +282,51 @@ def train(run: Run) -> None:
         params = sum(p.numel() for p in model.parameters())
         run.log(f"model: {params / 1e3:.1f}K parameters, world size {run.world}, {args.steps} steps")
     sampler.set_epoch(0)
+    tp_group = tensor_parallel_group(run)
+    watchdog = FlightRecorderWatchdog(run, args.fr_dump_after, args.fr_form) if args.fr_dump_after else None
+    if watchdog is not None:
+        watchdog.start()
     batches = iter(loader)
-    loss_sum, count = 0.0, 0
-    for step in range(1, args.steps + 1):
-        mark(run, step)
-        batch = next(batches)
-        if step == args.fault_step and run.rank == args.fault_rank and args.fault in STEP_FAULTS:
-            STEP_FAULTS[args.fault](run)
-        logits = ddp(batch["features"])
-        loss = F.cross_entropy(logits, batch["label"])
-        value = loss.item()
-        if not math.isfinite(value):
-            run.log(f"Loss is {value}, stopping training")
-            sys.exit(1)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        if args.grad_sync == "manual":
-            average_gradients(run, model)
-        opt.step()
-        sched.step()
-        loss_sum, count = loss_sum + value, count + 1
-        time.sleep(args.step_time)
-        if step % args.log_every == 0:
-            mean = reduce_metrics(run, loss_sum, count, step)
-            lr = sched.get_last_lr()[0]
-            run.log(f"step {step}/{args.steps} loss {mean:.4f} lr {lr:.1e} elapsed {run.elapsed():.1f}s")
-            loss_sum, count = 0.0, 0
-        if args.ckpt_every and step % args.ckpt_every == 0:
-            if run.rank == 0:
-                save_checkpoint(run, model, opt, step)
-            dist.barrier()
+    try:
+        loss_sum, count = 0.0, 0
+        for step in range(1, args.steps + 1):
+            mark(run, step)
+            if watchdog is not None:
+                watchdog.step()
+            batch = next(batches)
+            if step == args.fault_step and run.rank == args.fault_rank and args.fault in STEP_FAULTS:
+                STEP_FAULTS[args.fault](run)
+            if tp_group is not None:  # the tensor-parallel part of the step: its own collective in its own group
+                dist.all_reduce(torch.ones(8), group=tp_group)
+            logits = ddp(batch["features"])
+            loss = F.cross_entropy(logits, batch["label"])
+            value = loss.item()
+            if not math.isfinite(value):
+                run.log(f"Loss is {value}, stopping training")
+                sys.exit(1)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            if args.grad_sync == "manual":
+                average_gradients(run, model)
+            opt.step()
+            sched.step()
+            loss_sum, count = loss_sum + value, count + 1
+            time.sleep(args.step_time)
+            if args.straggle and run.rank == args.fault_rank and step >= args.fault_step:
+                time.sleep(args.straggle * (step - args.fault_step + 1))
+            if step % args.log_every == 0:
+                mean = reduce_metrics(run, loss_sum, count, step)
+                lr = sched.get_last_lr()[0]
+                run.log(f"step {step}/{args.steps} loss {mean:.4f} lr {lr:.1e} elapsed {run.elapsed():.1f}s")
+                loss_sum, count = 0.0, 0
+            if args.ckpt_every and step % args.ckpt_every == 0:
+                if run.rank == 0:
+                    save_checkpoint(run, model, opt, step)
+                dist.barrier()
+    except RuntimeError:
+        if watchdog is not None:  # a collective timed out here: dump now, as ProcessGroupNCCL's watchdog does
+            watchdog.dump()
+        raise
     run.log(f"rank {run.rank}: training complete, {args.steps} steps in {run.elapsed():.1f}s")
 
 
@@ -270,12 +351,31 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--fault-step", type=int, default=35)
     p.add_argument("--slow-seconds", type=float, default=30.0)
     p.add_argument("--slow-chunks", type=int, default=6)
+    p.add_argument("--tp", type=int, default=1, help="tensor-parallel group size (a second process group)")
+    p.add_argument(
+        "--fr-dump-after",
+        type=float,
+        default=0.0,
+        help="write the Flight Recorder dump after this many seconds without a step (0: never)",
+    )
+    p.add_argument("--fr-form", choices=["json", "pickle"], default="json")
+    p.add_argument("--faulthandler-signal", action="store_true", help="SIGUSR1 prints every thread's stack")
+    p.add_argument(
+        "--straggle",
+        type=float,
+        default=0.0,
+        help="the fault rank sleeps this long more each step from the fault step on (a rank that gets slower)",
+    )
     p.add_argument("--no-record", action="store_true", help="do not wrap the entry point in torchelastic's @record")
     p.add_argument("--marker-dir", default="", help="where each rank writes its pid and step (for outside signals)")
     return p.parse_args(argv)
 
 
 def run_job(args: argparse.Namespace) -> None:
+    if args.faulthandler_signal:
+        import faulthandler
+
+        faulthandler.register(signal.SIGUSR1, all_threads=True)
     dist.init_process_group("gloo", timeout=timedelta(seconds=args.pg_timeout))
     run = Run(args, dist.get_rank(), dist.get_world_size(), time.monotonic())
     run.log(f"rank {run.rank}/{run.world} pid {os.getpid()} torch {torch.__version__} backend gloo")

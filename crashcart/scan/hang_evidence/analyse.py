@@ -139,7 +139,14 @@ def _entry_ev(ids: IdSource, dump: fr.Dump, e: fr.Entry) -> Evidence:
 
 def _fr_findings(v: Verdict, ids: IdSource, no_dump: list[int]) -> list[Finding]:
     out: list[Finding] = []
-    fields = {"pg": v.pg, "pg_desc": v.desc, "seq": str(v.seq), "op": v.op or "", "others": ranks_text(v.others)}
+    fields = {
+        "pg": v.pg,
+        "pg_desc": v.desc,
+        "seq": str(v.seq),
+        "op": v.op or "",
+        "others": ranks_text(v.others),
+        "culprits": str(len(v.culprits)),
+    }
     if no_dump:
         fields["no_dump"] = ranks_text(no_dump)
     if v.kind == "ok":

@@ -23,7 +23,7 @@ from typing import Literal
 from crashcart.scan.hang_evidence.fr import Dump, Entry
 
 Kind = Literal["ok", "missing", "mismatch", "straggler", "not_started"]
-RECENT = 20  # collectives looked at for arrival order
+RECENT = 8  # collectives looked at for arrival order (the most recent ones every rank entered)
 LATE_SHARE = 0.75  # a straggler enters at least this share of them last
 LATE_MIN_NS = 200_000_000  # ... by a median of at least 0.2 s
 LATE_FACTOR = 5.0  # ... and at least this many times the other ranks' median lag

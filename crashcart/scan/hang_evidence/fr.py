@@ -79,11 +79,11 @@ def rank_of(path: str) -> int | None:
     return rank_of_path(path)
 
 
-def load(physical: Path, path: str, form: Form) -> Dump:
+def load(physical: Path, path: str, form: Form, max_bytes: int = MAX_DUMP_BYTES) -> Dump:
     """Parse one dump. Raises ``DumpRefused`` with the reason (too large, truncated, hostile, not a dump)."""
     size = physical.stat().st_size
-    if size > MAX_DUMP_BYTES:
-        raise DumpRefused(f"Flight Recorder dump of {size:,} bytes, over the {MAX_DUMP_BYTES:,}-byte limit: not read")
+    if size > max_bytes:
+        raise DumpRefused(f"Flight Recorder dump of {size:,} bytes, over the {max_bytes:,}-byte limit: not read")
     data = physical.read_bytes()
     raw: Any
     if form == "pickle":
@@ -247,7 +247,8 @@ def reread(physical: Path, path: str, locator: str) -> tuple[int, str] | None:
     if m is None:
         return None
     try:
-        head = physical.open("rb").read(65536)
+        with physical.open("rb") as fh:
+            head = fh.read(65536)
         form = flight_recorder_form(head)
         if form is None:
             return None

@@ -144,10 +144,16 @@ def _ends_dump(cur: Process, m: re.Match[str] | None) -> bool:
     return m is not None and any(t.name == m.group("tid") for t in cur.threads)
 
 
+_TORCHRUN_LOG = re.compile(r"attempt_\d+/(\d+)/std(?:err|out)\.log$")
+
+
 def _rank_in_name(path: str) -> int | None:
     rank = rank_of_path(path)
     if rank is not None:
         return rank
+    layout = _TORCHRUN_LOG.search(path)  # torchrun --log-dir: <run>/attempt_<n>/<local rank>/stderr.log
+    if layout is not None and not re.search(r"(?:^|/)node[-_]?\d+/", path):
+        return int(layout.group(1))  # one agent: the local rank is the global rank
     m = re.search(r"rank[_-]?(\d+)", PurePosixPath(path).name, re.I)
     return int(m.group(1)) if m else None
 
@@ -202,14 +208,15 @@ def odd_ones(procs: list[Process]) -> Odd | None:
     elsewhere = [(p, pl) for p, pl in placed if not pl.collective]
     if waiting and elsewhere and len(elsewhere) <= len(waiting):
         return Odd([p for p, _ in elsewhere], [p for p, _ in waiting], elsewhere[0][1], _common(waiting), False)
-    if len(waiting) >= 3 and not elsewhere:
-        counts = Counter(pl.func for _, pl in waiting)
+    if len(placed) >= 3:  # no collective frame to go by (DDP waits inside autograd): the majority's place
+        counts = Counter(pl.func for _, pl in placed)
         if len(counts) >= 2:
             (major, n), (_, m) = counts.most_common(2)
-            if n > m:
-                odd = [(p, pl) for p, pl in waiting if pl.func != major]
-                rest = [(p, pl) for p, pl in waiting if pl.func == major]
-                return Odd([p for p, _ in odd], [p for p, _ in rest], odd[0][1], rest[0][1], True)
+            if n > m and n * 2 > len(placed):
+                odd = [(p, pl) for p, pl in placed if pl.func != major]
+                rest = [(p, pl) for p, pl in placed if pl.func == major]
+                both = all(pl.collective for _, pl in placed)
+                return Odd([p for p, _ in odd], [p for p, _ in rest], odd[0][1], rest[0][1], both)
     return None
 
 
