@@ -79,15 +79,14 @@ def _decide(groups: list[Group], findings: list[Finding], topo: Topology, last: 
     for c in cands:
         score(c, pic, topo, findings, last, earliest)
     _add_hangs(cands, findings, topo, last)
-    add_file_candidates(cands, findings, topo)  # Flight Recorder, stack dumps, RAS (hang_files)
     _add_smells(cands, findings, topo)
     add_file_candidates(cands, findings, topo)  # Flight Recorder, stack dumps, RAS (hang_files)
     hardware_first(cands)
     cands.sort(key=lambda c: (-c.score, c.time is None, c.time or datetime.max.astimezone(), c.class_id))
     best = cands[0] if cands else None
     from_files = best is not None and best.lead is not None and best.lead.signature.startswith("hang.")  # hang_files
-    desync = pic.suspect_kind == "desync" and not from_files  # a dump's verdict is not second-guessed by the logs
-    if best is not None and desync and best.class_id == "rank_hang_or_missing_rank":
+    by_logs = pic.suspect_kind == "desync" and not from_files  # a dump's verdict is not second-guessed by the logs
+    if best is not None and by_logs and best.class_id == "rank_hang_or_missing_rank":
         desync = _hang(pic, topo, findings, last)  # every rank reports a laggard that issued another collective
         if desync is not None:
             return _compose(desync, cands[1:], groups, findings, topo, pic, last)
