@@ -78,7 +78,13 @@ class LlmEngine:
         deterministic one (from rule findings only, so a model finding never sways it) is its hint and the
         answer whenever the model's cannot be used."""
         diagnosis = await self._reduce(groups, findings, topo, offline)
-        return diagnosis.model_copy(update={"reasoning": [*self.notes, *diagnosis.reasoning], "partial": self.partial})
+        return diagnosis.model_copy(
+            update={
+                "reasoning": [*self.notes, *diagnosis.reasoning],
+                "partial": self.partial,
+                "rank_stops": diagnosis.rank_stops or offline.rank_stops,  # hang evidence: facts, not the model's
+            }
+        )
 
     def calls(self) -> list[dict[str, Any]]:
         return [asdict(c) for c in self.client.ledger.calls]
