@@ -261,3 +261,18 @@ def test_master_addr_that_is_not_the_failing_endpoint() -> None:
     assert master_addr_smell([launch, same], [same]) is None
     by_name = fail.model_copy(update={"fields": {**fail.fields, "endpoint": "[node-0]:29500"}})
     assert master_addr_smell([launch, by_name], [by_name]) is None  # a name and an address may be one host
+
+
+def test_one_file_without_clocks_orders_by_line() -> None:
+    remote = finding(
+        "gloo.peer_closed",
+        "RuntimeError: [../gloo/transport/tcp/pair.cc:534] Read error [10.1.2.3]:6542: Connection reset by peer",
+        line=12,
+    )
+    wd = watchdog(0, line=30)
+    assert hangs.first_in_file_order([wd, remote], set()) is remote
+    assert hangs.first_in_file_order([wd, remote], {remote.id}) is wd
+    elsewhere = wd.model_copy(update={"evidence": [wd.evidence[0].model_copy(update={"file": "other.log"})]})
+    assert hangs.first_in_file_order([elsewhere, remote], set()) is None  # two files: line order says nothing
+    timed = remote.model_copy(update={"time": T0})
+    assert hangs.first_in_file_order([wd, timed], set()) is None  # a clock decides instead

@@ -360,3 +360,21 @@ def step_up(values: list[float]) -> tuple[int, float] | None:
 def _batch_changes(points: list[tuple[int, float, Finding]]) -> bool:
     sizes = {p[2].fields.get("batch") for p in points} - {None, ""}
     return len(sizes) > 1
+
+
+# ---------------------------------------------------------------------------------------------
+# Order without clocks
+
+
+def first_in_file_order(findings: list[Finding], excluded: set[str]) -> Finding | None:
+    """The first symptom of a bundle whose every failure line is in one file and none carries a clock: a pasted log
+    is written top to bottom, so its line order is the order things happened (None otherwise)."""
+    failing = [f for f in findings if f.role != "context"]
+    if not failing or any(f.time is not None for f in failing):
+        return None
+    if len({f.evidence[0].file for f in failing}) != 1:
+        return None
+    symptoms = [
+        f for f in failing if f.role == "cascade" and f.id not in excluded and not f.signature.startswith("torchrun.")
+    ]
+    return min(symptoms, key=lambda f: f.evidence[0].line) if symptoms else None

@@ -37,7 +37,14 @@ from crashcart.reduce.causal import (
     versions,
 )
 from crashcart.reduce.hang_files import add_file_candidates, with_rank_stops
-from crashcart.reduce.hangs import explained_by_wait, hang_candidate, throughput_drop, trusted_times, waits
+from crashcart.reduce.hangs import (
+    explained_by_wait,
+    first_in_file_order,
+    hang_candidate,
+    throughput_drop,
+    trusted_times,
+    waits,
+)
 from crashcart.reduce.smells import CONNECT_CLASSES, interface_smells, master_addr_smell
 from crashcart.reduce.verdict import no_failure
 from crashcart.verify import gpu_named, node_named, rank_named
@@ -196,10 +203,11 @@ def _lone_cascade(findings: list[Finding], topo: Topology) -> Candidate | None:
         and not f.signature.startswith("torchrun.")  # the launcher's summary of a rank is not the rank's error
         and f.id not in aborts
     ]
-    if not timed:
+    ordered = first_in_file_order(findings, set(aborts)) if not timed else None  # one file, no clocks: line order
+    if not timed and ordered is None:
         return None
-    first = min(timed, key=lambda f: (f.time, f.evidence[0].file, f.evidence[0].line))
-    if first.class_id not in LONE_CLASSES or first.rank is None:
+    first = ordered or min(timed, key=lambda f: (f.time, f.evidence[0].file, f.evidence[0].line))
+    if first.class_id not in LONE_CLASSES or (first.rank is None and ordered is None):
         return None
     same = [f for f in findings if f.class_id == first.class_id]
     tied = [f for f in timed if f.rank not in (None, first.rank) and f.time == first.time]
@@ -209,7 +217,10 @@ def _lone_cascade(findings: list[Finding], topo: Topology) -> Candidate | None:
         return None  # a peer was SIGKILLed: the peer error is its echo, and why it died is unknown
     c = Candidate(first.class_id, [f for f in same if f.rank == first.rank], [], score=MIN_SCORE + 5)
     c.lead = first
-    c.reasons.append(f"the first error of the incident, on rank {first.rank} only; no other cause was found")
+    if ordered is not None:
+        c.reasons.append("the first error of the log (one file without clocks: its line order is the time order)")
+    else:
+        c.reasons.append(f"the first error of the incident, on rank {first.rank} only; no other cause was found")
     return c
 
 
