@@ -16,8 +16,6 @@ KNOWN_MISSES = {
     # rank 11 follows only by arithmetic (DeepSpeed's host -> ranks mapping + "GPU 3"); no line names it,
     # so verification withholds the rank rather than show an unproven culprit
     "cuda-oom-deepspeed-pdsh": "culprit rank",
-    # the node of rank 2 is named only by "srun: error: ga-014: task 2", which we do not read as a rank
-    "pasted-illegal-memory-access.txt": "culprit node",
 }
 
 

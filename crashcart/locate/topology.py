@@ -23,6 +23,23 @@ _NCCL_PREFIX = re.compile(
     r"(?:^|[\s\]])(?P<host>[A-Za-z0-9][\w.-]*):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] (?:\S+:\d+ )?NCCL "
 )
 _LOOPBACK = frozenset({"localhost", "127.0.0.1", "::1", "localhost.localdomain"})
+# Launcher prefixes that name a global rank: vLLM's worker processes "(VllmWorker rank=1 pid=2445156) "
+# (vllm/v1/executor/multiproc_executor.py names workers "VllmWorker rank=<r>"; vllm's output prefix adds
+# " pid=<pid>"), and "[rank=N]" / "[Rank N]" tags that training scripts and DeepSpeed's log_dist print.
+_LAUNCHER_RANK = re.compile(
+    r"^\((?:[A-Za-z][\w:.-]* )?rank=(?P<a>\d{1,7})(?:,? pid=\d+)?(?:,? ip=[\d.]+)?\) |^\[[Rr]ank[= ](?P<b>\d{1,7})\] "
+)
+_IPV4 = re.compile(r"(?:\d{1,3}\.){3}\d{1,3}")
+
+
+def launcher_rank(text: str) -> int | None:
+    """The global rank a launcher prefix names (``(VllmWorker rank=1 pid=7) ``, ``[rank=3] ``), if any."""
+    m = _LAUNCHER_RANK.search(prefix.view(text).rest)
+    if m is None:
+        return None
+    return int(m.group("a") or m.group("b"))
+
+
 # a native crash's own exit code as torchrun reports it (-signal): abort, segfault, bus error, SIGILL, SIGFPE
 _CRASH_EXIT = frozenset({"-6", "-11", "-7", "-4", "-8", "134", "139", "135"})
 
@@ -211,12 +228,17 @@ def attribute(findings: list[Finding], topo: Topology, files: list[BundleFile] |
             f = f.model_copy(update={"node": aliases[f.node]})
         elif f.node is None and nccl is not None and prefix.looks_like_host(nccl[0]):
             f = f.model_copy(update={"node": nccl[0]})  # NCCL's own prefix names the host
+        elif f.node is None and (host := prefix.view(ev.text).host) and _IPV4.fullmatch(host):
+            f = f.model_copy(update={"node": host})  # pdsh/clush "10.0.0.7: " names a node by its address
         elif f.node is None and f.rank is None and in_path:
             f = f.model_copy(update={"node": in_path})  # e.g. kubectl_describe_pod_<pod>.txt names the host
         elif f.node is None and f.fields.get("_file_host") in aliases:
             f = f.model_copy(update={"node": aliases[f.fields["_file_host"]]})
         said = f.fields.get("rank", "").isdigit() or prefix.view(ev.text).rank is not None or ev.file in path_rank
-        if not said:
+        tagged = None if said else launcher_rank(ev.text)
+        if tagged is not None:
+            f = f.model_copy(update={"rank": tagged})
+        elif not said:
             found = facts.rank_of(f, layout.get(ev.file), nccl)
             if found is not None and found != f.rank:
                 f = f.model_copy(update={"rank": found})
@@ -238,6 +260,7 @@ def attribute(findings: list[Finding], topo: Topology, files: list[BundleFile] |
             if len(hit) == 1:
                 update["rank"] = hit[0]
         out.append(f.model_copy(update=update) if update else f)
+    out = _summary_entries(out, guessed)
     if len(crash_ranks) == 1:  # the worker that died of a signal printed the crash lines nobody claims
         crashed = next(iter(crash_ranks))
         out = [
@@ -260,6 +283,44 @@ def local_to_global(topo: Topology) -> dict[int, int]:
         return {}  # two ranks share a local rank: more than one node after all
     for r in topo.ranks:
         out.setdefault(r, r)
+    return out
+
+
+SUMMARY_ENTRY = 60  # lines: an entry of torchrun's failure summary, from its "rank :" line to its traceback's end
+
+
+def _summary_entries(findings: list[Finding], guessed: set[str]) -> list[Finding]:
+    """Lines inside an entry of torchrun's failure summary belong to that entry's rank and host.
+
+    torch/distributed/elastic/multiprocessing/errors (ChildFailedError.format_msg): each failure is
+    ``[i]:`` then ``time``, ``host``, ``rank : R (local_rank: L)``, ``exitcode``, ``error_file`` and
+    ``traceback`` (the worker's error file, re-printed), so an error line under ``rank : 304`` is rank 304's.
+    """
+    marks: dict[str, list[tuple[int, str, str]]] = defaultdict(list)
+    for f in findings:
+        if f.signature == "torchrun.summary_rank" and f.fields.get("rank", "").isdigit():
+            marks[f.evidence[0].file].append((f.evidence[0].line, "rank", f.fields["rank"]))
+        elif f.signature == "torchrun.summary_host" and f.fields.get("host"):
+            marks[f.evidence[0].file].append((f.evidence[0].line, "host", f.fields["host"]))
+    if not marks:
+        return findings
+    out: list[Finding] = []
+    for f in findings:
+        ev = f.evidence[0]
+        if f.role == "context" or ev.file not in marks or not (f.rank is None or f.id in guessed):
+            out.append(f)
+            continue
+        before = [m for m in marks[ev.file] if m[0] < ev.line]
+        ranks = [m for m in before if m[1] == "rank"]
+        if not ranks or ev.line - ranks[-1][0] > SUMMARY_ENTRY:
+            out.append(f)
+            continue
+        entry = ranks[-1][0]
+        update: dict[str, object] = {"rank": int(ranks[-1][2])}
+        hosts = [m for m in before if m[1] == "host" and entry - m[0] <= 3]
+        if f.node is None and hosts and hosts[-1][2] not in _LOOPBACK:
+            update["node"] = hosts[-1][2]
+        out.append(f.model_copy(update=update))
     return out
 
 

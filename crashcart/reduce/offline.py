@@ -340,10 +340,17 @@ def _support(culprit: Culprit, c: Candidate, findings: list[Finding], cited: lis
     need_gpu = culprit.gpu is not None and not any(gpu_named(culprit.gpu, t) for _, t in texts)
     files = {e.file for e in cited}
     for f in findings:
-        if f.role != "context" or not (need_rank or need_node or need_gpu):
-            continue
+        if not (need_rank or need_node or need_gpu):
+            break
+        if f.role != "context" and not (need_node and f.node == culprit.node):
+            continue  # any line of the node may name it (srun's "<host>: task 0: Exited"); ranks come from context
         ev = f.evidence[0]
-        names_rank = culprit.rank is not None and f.rank == culprit.rank and rank_named(culprit.rank, ev.file, ev.text)
+        names_rank = (
+            f.role == "context"
+            and culprit.rank is not None
+            and f.rank == culprit.rank
+            and rank_named(culprit.rank, ev.file, ev.text)
+        )
         names_node = culprit.node is not None and node_named(culprit.node, ev.file, ev.text)
         names_gpu = culprit.gpu is not None and gpu_named(culprit.gpu, ev.text)
         useful = (need_rank and names_rank) or (need_node and names_node) or (need_gpu and names_gpu)
