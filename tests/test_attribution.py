@@ -187,3 +187,45 @@ def _wd(timeout: str, ran: str) -> Finding:
 def test_a_timeout_a_thousand_times_below_ran_for_is_a_unit_slip() -> None:
     assert _sane_timeout(_wd("1800", "1800123")) == 1800123
     assert _sane_timeout(_wd("60000", "69479")) == 60000
+
+
+def test_an_error_in_a_torchrun_summary_entry_is_that_entrys_rank(tmp_path: Path, settings: Settings) -> None:
+    """ChildFailedError.format_msg: ``rank : 304 (local_rank: 0)`` then the re-printed traceback."""
+    summary = (
+        "Root Cause (first observed failure):\n"
+        "[0]:\n"
+        "  time      : 2022-02-26_22:02:07\n"
+        "  host      : jean-zay-iam39-ib0\n"
+        "  rank      : 304 (local_rank: 0)\n"
+        "  exitcode  : 1 (pid: 181845)\n"
+        "  error_file: /tmp/torchelastic_x/none_y/attempt_0/0/error.json\n"
+        "  traceback : Traceback (most recent call last):\n"
+        '    File "pretrain_gpt.py", line 241, in main\n'
+        "      die\n"
+        "  NameError: name 'die' is not defined\n"
+        "============================================================\n"
+    )
+    out = _run(_write(tmp_path / "b", {"train.log": summary}), settings)
+    root = out.document.root_cause
+    assert root.class_ == "python_exception_rank_crash"
+    assert (root.culprit.rank, root.culprit.node) == (304, "jean-zay-iam39-ib0")
+
+
+def test_launcher_prefixes_and_address_prefixes() -> None:
+    from crashcart.locate.topology import launcher_rank, nccl_prefix
+
+    assert launcher_rank("(VllmWorker rank=1 pid=2445156) ERROR 05-10 16:00:15 [multiproc_executor.py:470] x") == 1
+    assert launcher_rank("[rank=3] loss is nan") == 3
+    assert launcher_rank("(pid=1234) INFO x") is None
+    assert nccl_prefix("[default3]:gpu46:88412:88500 [3] NCCL INFO comm 0x5 rank 27") == ("gpu46", "88412", 3)
+    assert nccl_prefix("gpu46:88412:88500 [3] transport/net_ib.cc:1295 NCCL WARN NET/IB : x") == ("gpu46", "88412", 3)
+    assert nccl_prefix("step 3 [2] loss 1.0") is None
+
+
+def test_a_pdsh_address_prefix_names_the_node(tmp_path: Path, settings: Settings) -> None:
+    dmesg = (
+        "192.168.11.119: kern: warning: [2026-04-22T21:26:20.599716692Z]: NVRM: Xid (PCI:0000:48:00): 79, "
+        "pid=22884, name=python, GPU has fallen off the bus.\n"
+    )
+    out = _run(_write(tmp_path / "b", {"dmesg.log": dmesg}), settings)
+    assert out.document.root_cause.culprit.node == "192.168.11.119"
