@@ -294,3 +294,12 @@ if __name__ == "__main__":  # regenerate the golden file on purpose
     GOLDEN.parent.mkdir(parents=True, exist_ok=True)
     GOLDEN.write_text(render(incident()), encoding="utf-8")
     print(f"wrote {GOLDEN}")
+
+
+def test_nothing_found_is_said_plainly() -> None:
+    data = incident()
+    data |= {"contributing": [], "symptoms": [], "hypotheses": [], "timeline": []}
+    data["root_cause"] |= {"class": "unknown", "summary": "Root cause not established: only symptoms were found"}
+    md = render(data)
+    assert md.startswith("# Postmortem (draft): No failure found")
+    assert "**No failure found.** CrashCart read 14 files, 48,211 lines" in md and "only symptoms" not in md

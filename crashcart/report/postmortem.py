@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 from crashcart.catalogue import load_catalogue
 from crashcart.models import DiagnosisDocument, DocCitation, DocRunbook
 from crashcart.report.document import llm_summary
-from crashcart.report.reading import plain_summary
+from crashcart.report.reading import NOTHING_FOUND, nothing_found, plain_summary
 from crashcart.report.words import ROOT_UNKNOWN, class_title, reasons, severity_words, titles_for_ids
 from crashcart.text.clock import from_iso
 
@@ -127,6 +127,13 @@ def _summary(doc: DiagnosisDocument) -> list[str]:
     root = doc.root_cause
     level = "high" if root.confidence >= 0.75 else "medium" if root.confidence >= 0.5 else "low"
     lines = ["## Summary", ""]
+    if nothing_found(doc):
+        files = f"{doc.stats.files} file" + ("s" if doc.stats.files != 1 else "")
+        return [
+            *lines,
+            f"**No failure found.** CrashCart read {files}, {doc.stats.lines:,} lines, and {NOTHING_FOUND}",
+            "",
+        ]
     if root.class_ == "unknown":
         lines.append("CrashCart could **not** decide a root cause from the evidence; the hypotheses below compete.")
     lines.append(_plain(root.summary))
@@ -135,12 +142,18 @@ def _summary(doc: DiagnosisDocument) -> list[str]:
     if kinds:
         counts = {k: kinds.count(k) for k in ("symptom", "teardown", "benign", "contributing")}
         words = {
-            "symptom": "symptom group(s) it explains",
-            "teardown": "teardown group(s) (the job shutting down)",
-            "benign": "benign line group(s) (look like errors, are not)",
-            "contributing": "contributing factor(s)",
+            "symptom": ("group of symptoms it explains", "groups of symptoms it explains"),
+            "teardown": (
+                "group of teardown lines (the job shutting down)",
+                "groups of teardown lines (the job shutting down)",
+            ),
+            "benign": (
+                "group of benign lines (they look like errors and are not)",
+                "groups of benign lines (they look like errors and are not)",
+            ),
+            "contributing": ("contributing factor", "contributing factors"),
         }
-        parts = [f"{n} {words[k]}" for k, n in counts.items() if n]
+        parts = [f"{n} {words[k][n != 1]}" for k, n in counts.items() if n]
         lines += [f"The other lines the logs show are grouped below: {', '.join(parts)}.", ""]
     sev = f", severity {severity_words(root.severity)}" if root.severity else ""
     partial = " The analysis was **partial** (a limit was reached); coverage below." if doc.partial else ""
@@ -381,8 +394,9 @@ def render_postmortem(doc: DiagnosisDocument, runbook: DocRunbook) -> str:
     root = doc.root_cause
     where = f" on {_code(root.culprit.node)}" if root.culprit.node else ""
     job = f" — job {_code(doc.job_id)}" if doc.job_id else ""
+    what = "No failure found" if nothing_found(doc) else _title(root.class_, root=True)
     head = [
-        f"# Postmortem (draft): {_title(root.class_, root=True)}{where}{job}",
+        f"# Postmortem (draft): {what}{where}{job}",
         "",
         f"*First draft by CrashCart from incident {_code(doc.incident_id)} (bundle "
         f"`{doc.bundle.sha256[:12]}`, {doc.bundle.files} files). Check it; the sections left "

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from crashcart.catalogue import load_catalogue
-from crashcart.models import Claim, DocImpact, Finding, RankLast, ReportKind, TimeSource, Topology
+from crashcart.models import Claim, DiagnosisDocument, DocImpact, Finding, RankLast, ReportKind, TimeSource, Topology
 from crashcart.text.clock import to_iso
 
 SYMPTOM_ROLES = {"cascade", "teardown", "confirmation"}
@@ -28,6 +28,18 @@ _TEARDOWN_LINE = re.compile(
 )
 _EXPLAINED = " (explained by the root cause)"
 _STEP_FIELDS = ("step", "iteration")
+
+
+NOTHING_FOUND = (
+    "found no error, crash, timeout or hardware fault line in them. If the job did fail, the logs that show it "
+    "are probably not in the bundle: add the rank logs (stdout/stderr), the kernel log (dmesg) of each node and "
+    "the scheduler's output."
+)
+
+
+def nothing_found(doc: DiagnosisDocument) -> bool:
+    """No failure line at all: no root cause, nothing explained, no hypothesis."""
+    return doc.root_cause.class_ in NOT_A_FAILURE and not (doc.symptoms or doc.contributing or doc.hypotheses)
 
 
 def own_time(f: Finding) -> datetime | None:

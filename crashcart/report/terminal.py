@@ -14,7 +14,7 @@ from rich.text import Text
 
 from crashcart.models import DiagnosisDocument, DocCitation, DocSymptom
 from crashcart.report.document import llm_summary
-from crashcart.report.reading import NOT_A_FAILURE, plain_summary
+from crashcart.report.reading import NOT_A_FAILURE, NOTHING_FOUND, nothing_found, plain_summary
 from crashcart.report.words import ROOT_UNKNOWN, class_title, clip, reasons, severity_words, titles_for_ids
 from crashcart.text.clock import from_iso
 
@@ -25,11 +25,6 @@ GROUPS = {
     "benign": "Benign: lines that look like errors and are not",
     "contributing": "Contributing factors: separate problems that made it worse",
 }
-
-
-def nothing_found(doc: DiagnosisDocument) -> bool:
-    """No failure line at all: no root cause, nothing explained, no hypothesis."""
-    return doc.root_cause.class_ in NOT_A_FAILURE and not (doc.symptoms or doc.contributing or doc.hypotheses)
 
 
 def headline(doc: DiagnosisDocument) -> tuple[str, str]:
@@ -79,11 +74,8 @@ def _span(s: DocSymptom) -> str:
 
 def _nothing(doc: DiagnosisDocument, console: Console) -> None:
     st = doc.stats
-    body = Text(
-        f"CrashCart read {st.files} file(s), {st.lines:,} lines, and found no error, crash, timeout or hardware "
-        "fault line in them. If the job did fail, the logs that show it are probably not in the bundle: add "
-        "the rank logs (stdout/stderr), the kernel log (dmesg) of each node and the scheduler's output."
-    )
+    files = f"{st.files} file" + ("s" if st.files != 1 else "")
+    body = Text(f"CrashCart read {files}, {st.lines:,} lines, and {NOTHING_FOUND}")
     console.print(
         Panel(body, title=Text("No failure found", style="bold yellow"), title_align="left", border_style="yellow")
     )
