@@ -12,7 +12,10 @@ from bot.mrkdwn import escape
 from crashcart import (
     BundleError,
     BundleNotFound,
+    BundleNotVisible,
     BundleTooLarge,
+    ClusterError,
+    ClusterUnavailable,
     ConfigError,
     CorruptBundle,
     CrashCartError,
@@ -127,6 +130,9 @@ ERROR_MESSAGES: dict[type[CrashCartError], str] = {
     StoreError: "the incident database failed",
     RunbookError: "the runbook decision was refused",
     ConfigError: "CrashCart is not configured correctly",
+    ClusterUnavailable: "the Ray cluster for the scan cannot be used",
+    BundleNotVisible: "a Ray worker cannot read the bundle",
+    ClusterError: "the scan on the Ray cluster failed",
     CrashCartError: "CrashCart could not finish the analysis",
 }
 MAX_DETAIL = 300

@@ -24,9 +24,17 @@ from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from crashcart.errors import BundleError, ConfigError, CrashCartError, IncidentNotFound, RunbookError
+from crashcart.errors import (
+    BundleError,
+    BundleNotVisible,
+    ClusterUnavailable,
+    ConfigError,
+    CrashCartError,
+    IncidentNotFound,
+    RunbookError,
+)
 from crashcart.plugins import Check, Plugin, load_plugins
-from crashcart.settings import Settings
+from crashcart.settings import Settings, ray_address
 
 if TYPE_CHECKING:
     from crashcart.pipeline import Outcome
@@ -127,6 +135,13 @@ def _parser(plugins: list[Plugin], *, synth: bool = False) -> argparse.ArgumentP
     )
     d.add_argument("--job-id", metavar="ID", help="the scheduler's job id, if the bundle does not say")
     d.add_argument("--no-store", action="store_true", help="do not record the run in the database")
+    d.add_argument(
+        "--cluster",
+        metavar="ray://HOST:PORT|local",
+        help="scan a directory bundle on a Ray cluster (pip install 'crashcart[ray]'; every worker must see the "
+        "directory at the same path) or on a Ray started here (local); an archive or a single log file is still "
+        "opened and scanned on this machine (default: CRASHCART_RAY_ADDRESS, else no Ray)",
+    )
     ls = cmd("list", "recent incidents")
     ls.add_argument("--limit", type=_count, default=20, metavar="N", help="how many to show")
     sh = cmd("show", "show a stored incident")
@@ -202,6 +217,9 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         _fail(f"configuration: {exc.detail}")
         return 2
+    except (ClusterUnavailable, BundleNotVisible) as exc:
+        _fail(f"cluster: {exc.detail}")
+        return 2
     except UsageError as exc:
         _fail(f"crashcart {args.command}: {exc}")
         return 2
@@ -245,6 +263,11 @@ def _run(args: argparse.Namespace, settings: Settings, err: Console) -> int:
         return _synth(args, err)
     if getattr(args, "engine", None):
         settings = settings.model_copy(update={"engine": args.engine})
+    if getattr(args, "cluster", None):
+        try:
+            settings = settings.model_copy(update={"ray_address": ray_address(args.cluster)})
+        except ValueError as exc:
+            raise UsageError(f"--cluster: {exc}") from None
     if settings.engine == "llm":
         _check_llm(settings)
     if args.command == "eval":

@@ -15,6 +15,9 @@
     │   └── IncidentNotFound       no stored incident with that id
     ├── RunbookError               a runbook action was refused (e.g. the plan changed)
     ├── ConfigError                a setting is missing or malformed (the detail names it) -> CLI exit 2
+    ├── ClusterError               the Ray cluster could not run the scan (a task failed after its retries)
+    │   ├── ClusterUnavailable     Ray is not installed, or the cluster cannot be reached -> CLI exit 2
+    │   └── BundleNotVisible       a Ray worker cannot read the bundle (the detail names path and node) -> exit 2
     └── ModelError                 a model call gave nothing usable; the LLM engine degrades, never raises it
         ├── ModelCallFailed        no valid answer after retries and one repair (.unavailable: endpoint down)
         └── BudgetExhausted        the incident's token or cost budget would be exceeded
@@ -79,6 +82,18 @@ class RunbookError(CrashCartError):
 
 class ConfigError(CrashCartError):
     """A setting is missing or malformed; the detail names the variable and what to set."""
+
+
+class ClusterError(CrashCartError):
+    """The scan could not run on the Ray cluster (``scan.cluster``); never a silent local fall-back."""
+
+
+class ClusterUnavailable(ClusterError):
+    """Ray is not installed, or the cluster named by ``--cluster``/``CRASHCART_RAY_ADDRESS`` cannot be reached."""
+
+
+class BundleNotVisible(ClusterError):
+    """A Ray worker cannot read the bundle's directory; the detail names the path and the node."""
 
 
 class ModelError(CrashCartError):

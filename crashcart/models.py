@@ -29,7 +29,7 @@ FileKind = Literal[
 ]
 ClockKind = Literal["absolute", "no_year", "boot_relative", "none"]
 Source = Literal["rule", "llm", "telemetry"]
-CitationStatus = Literal["ok", "unknown_id", "missing_file", "line_out_of_range", "text_mismatch"]
+CitationStatus = Literal["ok", "unknown_id", "missing_file", "line_out_of_range", "text_mismatch", "file_changed"]
 Confidence = float
 
 

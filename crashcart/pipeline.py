@@ -21,16 +21,17 @@ from pathlib import Path
 from crashcart.engine import Engine, open_engine
 from crashcart.errors import CrashCartError
 from crashcart.group import group_findings
-from crashcart.ingest import fingerprint, unaligned_clocks
+from crashcart.ingest import fingerprint, open_bundle, unaligned_clocks
 from crashcart.locate import locate
 from crashcart.models import Citation, DiagnosisDocument, Finding, Group, Topology
 from crashcart.reduce import reduce_offline
 from crashcart.report import RunFacts, build_document
 from crashcart.runbook import propose_runbook
 from crashcart.scan import GpuSeries, Progress, open_scanning, scan
+from crashcart.scan.cluster import Cluster, changed_files, open_cluster
 from crashcart.settings import Settings
 from crashcart.store import Store
-from crashcart.verify import Verified, evidence_registry, verify
+from crashcart.verify import Verified, cited_files, evidence_registry, verify
 
 StageHook = Callable[[str], None]
 
@@ -70,20 +71,30 @@ async def diagnose(
     progress: Progress | None = None,
     on_stage: StageHook | None = None,
     engine: Engine | None = None,
+    cluster: Cluster | None = None,
 ) -> Outcome:
     """Diagnose one bundle with ``engine`` (default: the one ``settings.engine`` names); store the run when
-    ``store`` is given. The pipeline closes the engine."""
+    ``store`` is given. A directory bundle is scanned on ``cluster`` (default: the Ray that
+    ``settings.ray_address`` names, if any). The pipeline closes the engine and the cluster."""
     t: dict[str, float] = {}
     start = time.perf_counter()
     engine = engine or open_engine(settings, cache=store)
     try:
         with _stage("ingest", t, on_stage):
-            bundle, pool = await asyncio.to_thread(
-                open_scanning, source, settings.work_dir, settings.bundle_limits, settings.scan
-            )
+            directory = await asyncio.to_thread(source.is_dir)
+            if (cluster or settings.ray_address) and directory:  # a directory fans out on Ray; an archive opens here
+                cluster = cluster or open_cluster(str(settings.ray_address))  # here: Ray's init wants the main thread
+                bundle = await asyncio.to_thread(open_bundle, source, settings.work_dir, settings.bundle_limits)
+                pool = None
+            else:
+                cluster = None
+                bundle, pool = await asyncio.to_thread(
+                    open_scanning, source, settings.work_dir, settings.bundle_limits, settings.scan
+                )
         try:
             with _stage("scan", t, on_stage):
-                scanned = await asyncio.to_thread(scan, bundle, settings.scan, progress, pool)
+                files = cluster.files_scanner(source, settings.scan, bundle.limits.max_line_bytes) if cluster else None
+                scanned = await asyncio.to_thread(scan, bundle, settings.scan, progress, pool, files)
             with _stage("topology", t, on_stage):
                 topo, rules, last = locate(bundle, scanned)
             with _stage("findings", t, on_stage):
@@ -96,7 +107,11 @@ async def diagnose(
                 diagnosis = await engine.reduce(groups, findings, topo, last, offline)
             with _stage("verify", t, on_stage):
                 registry = evidence_registry(findings, last)
-                verified = await asyncio.to_thread(verify, diagnosis, registry, bundle)
+                changed = None
+                if cluster:  # the scan read the files elsewhere: are they still the bytes it hashed?
+                    cited = cited_files(diagnosis, registry)
+                    changed = await asyncio.to_thread(changed_files, cited, scanned.scans, bundle.physical)
+                verified = await asyncio.to_thread(verify, diagnosis, registry, bundle, changed)
             with _stage("report", t, on_stage):
                 sha = await asyncio.to_thread(fingerprint, bundle, scanned)
                 facts = RunFacts(
@@ -134,5 +149,7 @@ async def diagnose(
         finally:
             bundle.close()
     finally:
+        if cluster:
+            cluster.close()
         await engine.close()
     return Outcome(document, verified, findings, groups, topo, citations, t, scanned.series)

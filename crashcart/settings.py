@@ -6,13 +6,26 @@ small groups they need (``BundleLimits``, ``ScanSettings``, ``StoreSettings``), 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+_RAY_URL = re.compile(r"ray://[^\s:/]+:\d{1,5}")
+
+
+def ray_address(value: str | None) -> str | None:
+    """``ray://HOST:PORT``, ``local`` or None (empty); anything else is a ValueError saying what is expected."""
+    if value is None or value.strip() == "":
+        return None
+    value = value.strip()
+    if value == "local" or _RAY_URL.fullmatch(value):
+        return value
+    raise ValueError(f"expected ray://HOST:PORT or local, got {value!r}")
 
 
 def _default_home() -> Path:
@@ -124,6 +137,12 @@ class Settings(BaseSettings):
     llm_prices: str = DEFAULT_PRICES
     llm_cassette: Path | None = None  # record/replay file of model answers
     llm_cassette_mode: Literal["off", "record", "replay"] = _LLM.cassette_mode
+    ray_address: str | None = None  # ray://HOST:PORT or local: the scan runs on Ray (crashcart.scan.cluster)
+
+    @field_validator("ray_address")
+    @classmethod
+    def _ray_address(cls, value: str | None) -> str | None:
+        return ray_address(value)
 
     def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
         """A copy with ``update`` applied; its groups are built again from the new values."""

@@ -1,14 +1,16 @@
 """Verify stage: re-open the bundle and check every citation before anyone sees it.
 
 Input: a Diagnosis (evidence ids), the evidence registry, the Bundle. Output: ``Verified`` with a
-Citation per id (status ok / unknown_id / missing_file / line_out_of_range / text_mismatch), claims
-whose citations all fail dropped, and culprit fields that no verified root citation names removed.
+Citation per id (status ok / unknown_id / missing_file / line_out_of_range / text_mismatch / file_changed:
+the file's sha256 is no longer the scan's, when the scan ran elsewhere), claims whose citations all fail
+dropped, and culprit fields that no verified root citation names removed.
 I/O: reads bundle lines.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from crashcart.ingest.bundle import Bundle
@@ -31,8 +33,10 @@ class Verified:
         return sum(1 for c in self.citations.values() if not c.verified)
 
 
-def check(ev_id: str, registry: dict[str, Evidence], bundle: Bundle) -> Citation:
-    """One citation, checked against the bundle's bytes."""
+def check(
+    ev_id: str, registry: dict[str, Evidence], bundle: Bundle, changed: Mapping[str, str] | None = None
+) -> Citation:
+    """One citation, checked against the bundle's bytes; a file in ``changed`` (path -> why) fails it."""
     ev = registry.get(ev_id)
     if ev is None:
         return Citation(evidence_id=ev_id, file="", line=1, text="", verified=False, status="unknown_id")
@@ -40,6 +44,8 @@ def check(ev_id: str, registry: dict[str, Evidence], bundle: Bundle) -> Citation
     phys = bundle.physical(ev.file)
     if phys is None:
         return Citation(**base, verified=False, status="missing_file")
+    if changed and ev.file in changed:
+        return Citation(**base, verified=False, status="file_changed")
     if ev.locator is not None:  # an entry inside a structured file: parsed afresh and rendered again
         got_entry = reread(phys, ev.file, ev.locator)
         base["locator"] = ev.locator
@@ -56,12 +62,21 @@ def check(ev_id: str, registry: dict[str, Evidence], bundle: Bundle) -> Citation
     return Citation(**base, verified=True, status="ok")
 
 
-def verify(diag: Diagnosis, registry: dict[str, Evidence], bundle: Bundle) -> Verified:
-    """Check every cited id; fail closed on the root cause."""
+def verify(
+    diag: Diagnosis, registry: dict[str, Evidence], bundle: Bundle, changed: Mapping[str, str] | None = None
+) -> Verified:
+    """Check every cited id; fail closed on the root cause.
+
+    :param changed: cited files whose bytes changed since the scan (``cited_files``, ``scan.cluster``): path -> why;
+        their citations are not verified, and the notes say why."""
     ids = _all_ids(diag)
-    cites = {i: check(i, registry, bundle) for i in ids}
+    cites = {i: check(i, registry, bundle, changed) for i in ids}
     ok = {i for i, c in cites.items() if c.verified}
     notes: list[str] = []
+    stale = sorted({c.file for c in cites.values() if c.status == "file_changed"})
+    if changed and stale:
+        shown = "; ".join(f"{f} {changed[f]}" for f in stale[:3]) + ("; …" if len(stale) > 3 else "")
+        notes.append(f"citations in {len(stale)} file(s) not verified, the file changed during the run: {shown}")
     dropped: list[Claim] = []
 
     def keep(claims: list[Claim]) -> list[Claim]:
@@ -102,6 +117,11 @@ def verify(diag: Diagnosis, registry: dict[str, Evidence], bundle: Bundle) -> Ve
     if dropped:
         notes.append(f"{len(dropped)} claim(s) dropped: their citations did not verify")
     return Verified(diagnosis=diag.model_copy(update=update), citations=cites, dropped=dropped, notes=notes)
+
+
+def cited_files(diag: Diagnosis, registry: dict[str, Evidence]) -> set[str]:
+    """The files the diagnosis cites."""
+    return {registry[i].file for i in _all_ids(diag) if i in registry}
 
 
 def _all_ids(diag: Diagnosis) -> list[str]:
