@@ -7,6 +7,7 @@ format_meter bar, Megatron's training_log iteration line and dataset index build
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 from crashcart.catalogue import load_catalogue
 from crashcart.models import Evidence, Finding, RankInfo, RankLast, Topology
@@ -276,3 +277,40 @@ def test_one_file_without_clocks_orders_by_line() -> None:
     assert hangs.first_in_file_order([elsewhere, remote], set()) is None  # two files: line order says nothing
     timed = remote.model_copy(update={"time": T0})
     assert hangs.first_in_file_order([wd, timed], set()) is None  # a clock decides instead
+
+
+# ---------------------------------------------------------------------------------------------
+# py-spy dumps pasted into a log (py-spy src/dump.rs: "Process <pid>: <cmd>", "Python v<ver> (<exe>)",
+# 'Thread <tid> (<state>): "<name>"', frames "    <func> (<file>:<line>)", innermost first)
+
+
+def _pyspy(pid: int, frames: list[tuple[str, str, int]]) -> list[str]:
+    out = [f"Process {pid}: /usr/bin/python3 -u train.py", "Python v3.10.12 (/usr/bin/python3.10)", ""]
+    out.append(f'Thread {pid} (idle): "MainThread"')
+    out += [f"    {func} ({file}:{line})" for func, file, line in frames]
+    return [*out, 'Thread 0x7F3A2C5FE700 (idle): "pin_memory"', "    wait (threading.py:320)", ""]
+
+
+def test_a_py_spy_dump_inside_a_log_names_the_process_that_is_elsewhere(tmp_path: Path) -> None:
+    from crashcart.ingest.bundle import open_bundle
+    from crashcart.scan.findings import IdSource
+    from crashcart.scan.hang_evidence import scan_hang_evidence
+    from crashcart.settings import Settings
+
+    waiting = [("all_reduce", "torch/distributed/distributed_c10d.py", 2050), ("train_step", "train.py", 88)]
+    stuck = [("_poll", "multiprocessing/popen_fork.py", 28), ("__next__", "torch/utils/data/dataloader.py", 630)]
+    lines = ["step 4100 | loss 2.03", "$ py-spy dump --pid ..."]
+    for i in range(4):
+        lines += _pyspy(5100 + i, stuck if i == 1 else waiting)
+    src = tmp_path / "bundle"
+    src.mkdir()
+    (src / "train.log").write_text("\n".join(lines) + "\n")
+    settings = Settings(_env_file=None)
+    bundle = open_bundle(src, tmp_path / "work", settings.bundle_limits)
+    try:
+        found = scan_hang_evidence(bundle, IdSource()).findings
+    finally:
+        bundle.close()
+    assert [f.class_id for f in found] == ["rank_hang_or_missing_rank"]
+    assert "5101" in found[0].summary and "_poll" in found[0].summary
+    assert found[0].evidence[0].text.startswith('Thread 5101 (idle): "MainThread"')

@@ -14,6 +14,7 @@ scan's id source. Output: ``HangScan`` (findings, files refused with a reason, n
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -31,6 +32,9 @@ MAX_LOG_READ = 8 * 1024 * 1024  # rank logs larger than this are not searched fo
 MAX_LOG_TOTAL = 256 * 1024 * 1024
 MAX_CULPRITS = 8
 _FH_MARK = b"(most recent call first):"
+# py-spy's dump (src/dump.rs): "Process <pid>: <cmdline>", "Python v<version> (<exe>)", "Thread <tid> (<state>)...": a
+# log that a dump was pasted into (or redirected into) is read for it too (issue 14, plain-log hang evidence)
+_PYSPY_MARK = re.compile(rb"Process \d+: [^\n]*\n(?:[^\n]*: )?Python v\d")
 
 
 @dataclass
@@ -57,9 +61,11 @@ def scan_hang_evidence(bundle: Bundle, ids: IdSource) -> HangScan:
         elif bf.kind in LOG_KINDS and bf.size <= MAX_LOG_READ and budget > 0:
             budget -= bf.size
             data = phys.read_bytes()
-            if _FH_MARK in data:
+            pyspy = _PYSPY_MARK.search(data) is not None
+            if _FH_MARK in data or pyspy:
                 lines = [canonical_line(raw, max_line) for raw in data.split(b"\n")]
-                procs.extend(p for p in stacks.parse(bf.path, lines, bf.rank) if p.tool == "faulthandler")
+                tools = {"faulthandler", "py-spy"} if pyspy else {"faulthandler"}
+                procs.extend(p for p in stacks.parse(bf.path, lines, bf.rank) if p.tool in tools)
     verdicts = collectives.analyse(dumps)
     no_dump = _ranks_without_dump(dumps)
     for v in verdicts:
