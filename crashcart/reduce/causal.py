@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from crashcart.catalogue import load_catalogue
-from crashcart.models import Finding, Group, RankLast, Topology
+from crashcart.models import Evidence, Finding, Group, RankLast, Topology
 from crashcart.text import prefix
 
 SEVERITY_WEIGHT = {"P0": 50.0, "P1": 38.0, "P2": 38.0, "P3": 32.0, "info": 8.0}
@@ -505,3 +505,30 @@ def calibrate(root: Candidate, conf: float) -> float:
     if root.findings and all(f.signature in WEAK_ROOT_SIGNATURES for f in root.findings):
         conf = min(conf, WEAK_CAP)
     return conf
+
+
+SPECIFIC_BEFORE = 10  # lines: a bind error's errno line is printed just before c10d's "failed to listen"
+SPECIFIC_AFTER = 20  # lines: DataLoader's "Caught X in DataLoader worker" is followed by the original traceback
+
+
+def specific_lines(class_id: str, first: Finding, findings: list[Finding]) -> list[Evidence]:
+    """Lines of the same class, rank and file around the root's line that say more than it does (issue 14,
+    capability 10): the original exception under a wrapper ("Caught ValueError in DataLoader worker process 0",
+    then the worker's own "ValueError: corrupt record ..."), the errno line under a generic "failed to listen",
+    a native crash's frame #0 after its signal line. Up to two, nearest first; never separators or re-prints."""
+    ev0 = first.evidence[0]
+    skip = teardown_aborts(findings)
+    near = [
+        f
+        for f in findings
+        if f.class_id == class_id
+        and f is not first
+        and f.id not in skip
+        and f.role in {"root_candidate", "confirmation"}
+        and f.rank == first.rank
+        and f.evidence[0].file == ev0.file
+        and -SPECIFIC_BEFORE <= f.evidence[0].line - ev0.line <= SPECIFIC_AFTER
+        and f.evidence[0].line != ev0.line
+    ]
+    near.sort(key=lambda f: abs(f.evidence[0].line - ev0.line))
+    return [f.evidence[0] for f in near[:2]]

@@ -33,6 +33,7 @@ from crashcart.reduce.causal import (
     own_time,
     picture,
     score,
+    specific_lines,
     teardown_aborts,
     versions,
 )
@@ -414,6 +415,7 @@ def _compose(
     ]
     for f in sorted(near, key=lambda f: f.evidence[0].line)[:2]:  # the same event, worded on the next lines
         root_ids.append(f.evidence[0].id)
+    root_ids += [ev.id for ev in specific_lines(root.class_id, first, findings) if ev.id not in root_ids]
     for f in root.findings:  # one more exemplar from another source, if any
         if f is not first and f.evidence[0].file != first.evidence[0].file and len(root_ids) < 5:
             root_ids.append(f.evidence[0].id)
