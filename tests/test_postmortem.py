@@ -303,3 +303,11 @@ def test_nothing_found_is_said_plainly() -> None:
     md = render(data)
     assert md.startswith("# Postmortem (draft): No failure found")
     assert "**No failure found.** CrashCart read 14 files, 48,211 lines" in md and "only symptoms" not in md
+
+
+def test_a_summary_the_engine_cut_mid_word_is_cut_at_a_word() -> None:
+    data = incident()
+    long = "GPU fell off the PCIe bus on gpu-node-017: " + "word " * 70 + "Memory Manage"
+    data["root_cause"] |= {"summary": long}
+    line = render(data).split("## Summary\n\n", 1)[1].split("\n", 1)[0]
+    assert line.endswith("word…") and "Manage" not in line

@@ -15,7 +15,7 @@ from crashcart.catalogue import load_catalogue
 from crashcart.models import DiagnosisDocument, DocCitation, DocRunbook
 from crashcart.report.document import llm_summary
 from crashcart.report.reading import NOTHING_FOUND, nothing_found, plain_summary
-from crashcart.report.words import ROOT_UNKNOWN, class_title, reasons, severity_words, titles_for_ids
+from crashcart.report.words import ROOT_UNKNOWN, class_title, clip, reasons, severity_words, titles_for_ids
 from crashcart.text.clock import from_iso
 
 TEAM = "*To be filled in by the team.*"
@@ -136,7 +136,7 @@ def _summary(doc: DiagnosisDocument) -> list[str]:
         ]
     if root.class_ == "unknown":
         lines.append("CrashCart could **not** decide a root cause from the evidence; the hypotheses below compete.")
-    lines.append(_plain(root.summary))
+    lines.append(_plain(clip(root.summary, 280)))  # the engine cuts long messages mid-word; cut at a word
     lines.append("")
     kinds = [g.kind for g in doc.symptoms] + [c.kind for c in doc.contributing]
     if kinds:
