@@ -229,3 +229,17 @@ def test_a_pdsh_address_prefix_names_the_node(tmp_path: Path, settings: Settings
     )
     out = _run(_write(tmp_path / "b", {"dmesg.log": dmesg}), settings)
     assert out.document.root_cause.culprit.node == "192.168.11.119"
+
+
+def test_a_native_crash_cites_its_signal_line_and_frame_0(tmp_path: Path, settings: Settings) -> None:
+    log = (
+        "[rank0]: step 10 loss 2.2\n"
+        "*** SIGSEGV (@0x0) received by PID 41234 (TID 0x7f1c2b7fe700) from PID 0; stack trace: ***\n"
+        "#0  0x00007f1c2b8a1234 in at::native::copy_impl (self=..., src=...) at aten/src/ATen/native/Copy.cpp:250\n"
+        "#1  0x00007f1c2b8a5678 in at::native::copy_ () from /opt/torch/lib/libtorch_cpu.so\n"
+    )
+    out = _run(_write(tmp_path / "b", {"train.log": log}), settings)
+    root = out.document.root_cause
+    assert root.class_ == "native_crash_segfault_abort"
+    cited = [c.text for c in root.citations]
+    assert any("SIGSEGV" in t for t in cited) and any(t.startswith("#0 ") for t in cited)

@@ -507,6 +507,8 @@ def calibrate(root: Candidate, conf: float) -> float:
     return conf
 
 
+FRAME_SIGNATURES = frozenset({"native.frame0"})  # a native crash's innermost frame (context)
+NATIVE = "native_crash_segfault_abort"
 SPECIFIC_BEFORE = 10  # lines: a bind error's errno line is printed just before c10d's "failed to listen"
 SPECIFIC_AFTER = 20  # lines: DataLoader's "Caught X in DataLoader worker" is followed by the original traceback
 
@@ -521,10 +523,10 @@ def specific_lines(class_id: str, first: Finding, findings: list[Finding]) -> li
     near = [
         f
         for f in findings
-        if f.class_id == class_id
+        if (f.class_id == class_id or (f.signature in FRAME_SIGNATURES and class_id == NATIVE))
         and f is not first
         and f.id not in skip
-        and f.role in {"root_candidate", "confirmation"}
+        and (f.role in {"root_candidate", "confirmation"} or f.signature in FRAME_SIGNATURES)
         and f.rank == first.rank
         and f.evidence[0].file == ev0.file
         and -SPECIFIC_BEFORE <= f.evidence[0].line - ev0.line <= SPECIFIC_AFTER
