@@ -224,7 +224,9 @@ class Decisions:
             blocks: list[Block] = [b for b in message.get("blocks") or [] if b.get("type") != "actions"]
             blocks.append(context(msg.RERUN_BY.format(user=mention(user))))
             try:
-                await self.client.chat_update(channel=channel, ts=ts, text=str(message.get("text", "")), blocks=blocks)
+                await self.client.chat_update(
+                    channel=channel, ts=ts, text=str(message.get("text") or msg.RERUN), blocks=blocks
+                )
             except SLACK_ERRORS as exc:
                 log.warning("updating the re-run message failed: %s", slack_error(exc))
 

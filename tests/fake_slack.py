@@ -462,6 +462,7 @@ def block_action(message: dict[str, Any], action_id: str, *, user: str, fake: Fa
             "ts": message["ts"],
             "thread_ts": message.get("thread_ts"),
             "bot_id": "BBOT",
+            "text": message.get("text", ""),
             "blocks": message["blocks"],
         },
         "state": {"values": {}},
