@@ -246,11 +246,17 @@ def _v4_model_calls(db: Database) -> None:
         db.execute(statement)
 
 
+def _v5_citation_locators(db: Database) -> None:
+    """Citations of an entry inside a structured file (a Flight Recorder dump's ``entries[7]``) keep its locator."""
+    db.execute("ALTER TABLE citations ADD COLUMN locator TEXT")
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", _v1_initial),
     Migration(2, "index list order and search lookups", _v2_indexes),
     Migration(3, "runbooks and the approvals audit trail", _v3_runbooks),
     Migration(4, "model calls and the model answer cache", _v4_model_calls),
+    Migration(5, "citation locators", _v5_citation_locators),
 )
 
 
