@@ -314,3 +314,26 @@ def test_a_py_spy_dump_inside_a_log_names_the_process_that_is_elsewhere(tmp_path
     assert [f.class_id for f in found] == ["rank_hang_or_missing_rank"]
     assert "5101" in found[0].summary and "_poll" in found[0].summary
     assert found[0].evidence[0].text.startswith('Thread 5101 (idle): "MainThread"')
+
+
+def test_a_py_spy_dump_pasted_without_its_process_headers(tmp_path: Path) -> None:
+    from crashcart.ingest.bundle import open_bundle
+    from crashcart.scan.findings import IdSource
+    from crashcart.scan.hang_evidence import scan_hang_evidence
+    from crashcart.settings import Settings
+
+    waiting = [("barrier", "torch/distributed/distributed_c10d.py", 3696), ("evaluate", "eval.py", 51)]
+    stuck = [("read", "torch/serialization.py", 1211), ("load_shard", "eval.py", 30)]
+    lines = ["eval hangs after 45k samples; py-spy on each rank:"]
+    for i in range(3):
+        lines += _pyspy(7000 + i, stuck if i == 2 else waiting)[3:]  # from the first "Thread" line on
+    src = tmp_path / "bundle"
+    src.mkdir()
+    (src / "issue.txt").write_text("\n".join(lines) + "\n")
+    bundle = open_bundle(src, tmp_path / "work", Settings(_env_file=None).bundle_limits)
+    try:
+        found = scan_hang_evidence(bundle, IdSource()).findings
+    finally:
+        bundle.close()
+    assert [f.class_id for f in found] == ["rank_hang_or_missing_rank"]
+    assert "read (serialization.py" in found[0].summary

@@ -34,7 +34,11 @@ MAX_CULPRITS = 8
 _FH_MARK = b"(most recent call first):"
 # py-spy's dump (src/dump.rs): "Process <pid>: <cmdline>", "Python v<version> (<exe>)", "Thread <tid> (<state>)...": a
 # log that a dump was pasted into (or redirected into) is read for it too (issue 14, plain-log hang evidence)
-_PYSPY_MARK = re.compile(rb"Process \d+: [^\n]*\n(?:[^\n]*: )?Python v\d")
+_PYSPY_MARK = re.compile(
+    rb"Process \d+: [^\n]*\n(?:[^\n]*: )?Python v\d"
+    rb'|^(?:[^\n]*: )?Thread (?:0x[0-9A-Fa-f]+|\d+) \((?:active|idle|active\+gil)\): "MainThread"',
+    re.MULTILINE,
+)
 
 
 @dataclass

@@ -98,8 +98,13 @@ def parse(path: str, lines: list[str], file_rank: int | None) -> list[Process]:
             procs.append(cur)
             thread = None
             continue
-        if (m := _PYSPY_THREAD.match(ln)) and cur is not None and cur.tool == "py-spy":
-            thread = Thread(m.group("name") or m.group("tid"), n)
+        if (m := _PYSPY_THREAD.match(ln)) and (cur is None or cur.tool == "py-spy"):
+            name = m.group("name") or m.group("tid")
+            if cur is None or any(t.name == name for t in cur.threads):
+                # a dump pasted without its "Process <pid>:" header: each dump lists a thread once
+                cur = Process(path, "py-spy", rank, None)
+                procs.append(cur)
+            thread = Thread(name, n)
             cur.threads.append(thread)
             continue
         if (m := _PYSPY_FRAME.match(ln)) and thread is not None and cur is not None and cur.tool == "py-spy":
