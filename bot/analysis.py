@@ -81,6 +81,7 @@ async def analyse(
     job_id: str | None,
     on_stage: Callable[[str], None],
     on_start: Callable[[BaseProcess], None] | None = None,
+    on_progress: Callable[[int, int], None] | None = None,
 ) -> Analysis:
     """Run ``diagnose`` in a child process; kill it if this coroutine is cancelled (a timeout).
 
@@ -115,6 +116,10 @@ async def analyse(
                 answer = receiver.recv()
             except EOFError:
                 break
+            if answer[0] == "progress":  # the pipeline's progress hook (bytes scanned, of total), 1 % steps
+                if on_progress is not None:
+                    on_progress(int(str(answer[1])), int(str(answer[2])))
+                continue
             if answer[0] != "stage":
                 break
             on_stage(str(answer[1]))
@@ -178,11 +183,27 @@ def _child(sender: Connection, source: str, settings: Settings, job_id: str | No
     def send(*message: object) -> None:
         sender.send(message)
 
+    shown = -1
+
+    def progress(done: int, total: int) -> None:  # on the scan's thread; at most one message per percent
+        nonlocal shown
+        percent = done * 100 // total if total else 100
+        if percent != shown:
+            shown = percent
+            send("progress", done, total)
+
     try:
         out_dir = Path(out)
         with Store(settings.store) as store:
             outcome = asyncio.run(
-                diagnose(Path(source), settings, job_id=job_id, store=store, on_stage=lambda n: send("stage", n[:200]))
+                diagnose(
+                    Path(source),
+                    settings,
+                    job_id=job_id,
+                    store=store,
+                    progress=progress,
+                    on_stage=lambda n: send("stage", n[:200]),
+                )
             )
         doc = outcome.document
         postmortem, timeline = _report_paths(out_dir, doc.incident_id)

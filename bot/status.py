@@ -29,12 +29,20 @@ class StatusUpdater:
         self.note = note
         self._interval = interval_s
         self.stages: list[str] = []
+        self.scanned: tuple[int, int] | None = None  # (bytes, of total) while the scan runs
         self._dirty = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
     def on_stage(self, name: str) -> None:
         """The pipeline's ``on_stage`` hook (called on the event loop)."""
         self.stages.append(name)
+        self._dirty.set()
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._loop())
+
+    def on_progress(self, done: int, total: int) -> None:
+        """The pipeline's ``progress`` hook, relayed from the analysis (called on the event loop)."""
+        self.scanned = (done, total)
         self._dirty.set()
         if self._task is None:
             self._task = asyncio.get_running_loop().create_task(self._loop())
@@ -48,8 +56,11 @@ class StatusUpdater:
 
     async def push(self, headline: str | None = None, *, done: bool = False, extra: Block | None = None) -> None:
         """Show the headline; while running, the stages so far; once ``done``, no stage names at all."""
-        stages = () if done else self.stages
+        stages: list[str] = [] if done else list(self.stages)
         current = None if done or not self.stages else self.stages[-1]
+        if current == "scan" and self.scanned is not None and self.scanned[1] > 0:  # "scan 42 %"
+            current = f"scan {self.scanned[0] * 100 // self.scanned[1]} %"
+            stages = [*[s for s in stages if s != "scan"], current]
         message = status_message(headline or self.headline, stages, current, note=self.note, extra=extra)
         try:
             await self._client.chat_update(channel=self._channel, ts=self._ts, text=message.text, blocks=message.blocks)

@@ -245,6 +245,7 @@ class Worker:
                 job_id=job.source if job.kind == "job" else None,
                 on_stage=status.on_stage,
                 on_start=functools.partial(self._analysis_started, job.id),
+                on_progress=status.on_progress,
             )
         finally:
             self.analysis_pids.pop(job.id, None)

@@ -224,3 +224,19 @@ def test_ray_is_never_imported_without_the_option(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     _ = asyncio  # the module's tests are async; keep the import explicit
+
+
+async def test_the_bot_status_shows_scan_progress(slack: Any) -> None:
+    from slack_sdk.web.async_client import AsyncWebClient
+
+    from bot.status import StatusUpdater
+
+    client = AsyncWebClient(token=slack.bot_token, base_url=slack.api_url)
+    status = StatusUpdater(client, "C1", "1.0", "Analysing bundle x", interval_s=0)
+    status.on_stage("ingest")
+    status.on_stage("scan")
+    status.on_progress(42 * 2**20, 100 * 2**20)  # what the pipeline's progress hook says, relayed by the analysis
+    await status.push()
+    await status.close()
+    shown = str(slack.calls_to("chat.update")[-1].params)
+    assert "scan 42 %" in shown and "ingest" in shown
