@@ -90,7 +90,15 @@ def _decide(groups: list[Group], findings: list[Finding], topo: Topology, last: 
     _add_smells(cands, findings, topo)
     add_file_candidates(cands, findings, topo)  # Flight Recorder, stack dumps, RAS (hang_files)
     hardware_first(cands)
-    cands.sort(key=lambda c: (-c.score, c.time is None, c.time or datetime.max.astimezone(), c.class_id))
+    cands.sort(  # a tie without clocks: the cause is printed before its effects in the same file
+        key=lambda c: (
+            -c.score,
+            c.time is None,
+            c.time or datetime.max.astimezone(),
+            (c.first.evidence[0].file, c.first.evidence[0].line),
+            c.class_id,
+        )
+    )
     best = cands[0] if cands else None
     from_files = best is not None and best.lead is not None and best.lead.signature.startswith("hang.")  # hang_files
     by_logs = pic.suspect_kind == "desync" and not from_files  # a dump's verdict is not second-guessed by the logs
