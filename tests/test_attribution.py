@@ -243,3 +243,15 @@ def test_a_native_crash_cites_its_signal_line_and_frame_0(tmp_path: Path, settin
     assert root.class_ == "native_crash_segfault_abort"
     cited = [c.text for c in root.citations]
     assert any("SIGSEGV" in t for t in cited) and any(t.startswith("#0 ") for t in cited)
+
+
+def test_the_lost_peer_is_offered_as_the_suspect(tmp_path: Path, settings: Settings) -> None:
+    """NCCL's bootstrap line says which node owns 10.1.1.7; rank 3's IB error names that peer."""
+    logs = {
+        "gpu46/rank3.log": "gpu46:5151:5151 [3] NCCL INFO Bootstrap : Using ib0:10.1.1.6<0>\n"
+        "gpu46:5151:5190 [3] transport/net_ib.cc:1295 NCCL WARN NET/IB : Got completion from peer "
+        "10.1.1.7<42> with error 12, opcode 0, len 0, vendor err 129\n",
+        "gpu47/rank4.log": "gpu47:6161:6161 [0] NCCL INFO Bootstrap : Using ib0:10.1.1.7<0>\n",
+    }
+    out = _run(_write(tmp_path / "b", logs), settings)
+    assert any("suspect: the peer at 10.1.1.7 (node gpu47)" in r for r in out.document.reasoning)

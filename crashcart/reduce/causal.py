@@ -534,3 +534,44 @@ def specific_lines(class_id: str, first: Finding, findings: list[Finding]) -> li
     ]
     near.sort(key=lambda f: abs(f.evidence[0].line - ev0.line))
     return [f.evidence[0] for f in near[:2]]
+
+
+PEER_ROOTS = frozenset({"nccl_remote_peer_failure", "ib_completion_error", "nccl_init_bootstrap_failure"})
+_PORT = re.compile(r"(?:<\d+>|:\d+)$")
+
+
+def peer_suspect(root: Candidate, findings: list[Finding], topo: Topology) -> tuple[str, list[Evidence]] | None:
+    """The peer a remote/refused/reset error names, offered as the suspect (issue 14, capability 3).
+
+    NCCL names the peer it lost ("Connection closed by remote peer <host><port>", "Got completion from peer
+    <addr><port> with error", "Connect to <addr><port> failed : Connection refused"), gloo "[<addr>]:<port>",
+    c10d the endpoint. The address is mapped to a node when a node has that name or NCCL's bootstrap line on a
+    node says it uses that address. Returns (why, evidence naming it), or None when no single peer is named.
+    """
+    if root.class_id not in PEER_ROOTS:
+        return None
+    named = {_PORT.sub("", f.fields.get("peer") or f.fields.get("endpoint") or "") for f in root.findings}
+    named.discard("")
+    ranks = {f.fields["peer_rank"] for f in root.findings if f.fields.get("peer_rank", "").isdigit()}
+    if len(named) == 1:
+        peer = next(iter(named))
+        if peer in {"127.0.0.1", "localhost", "::1"}:
+            return None  # a single-host job: the address says nothing about which process went away
+        node = peer if peer in topo.nodes else None
+        cited: list[Evidence] = []
+        if node is None:
+            owners = {
+                f.node or f.fields.get("host", "")
+                for f in findings
+                if f.role == "context" and f.fields.get("address") == peer and (f.node or f.fields.get("host"))
+            }
+            if len(owners) == 1:
+                node = owners.pop()
+                cited = [
+                    next(f.evidence[0] for f in findings if f.role == "context" and f.fields.get("address") == peer)
+                ]
+        where = f" (node {node})" if node and node != peer else ""
+        return f"suspect: the peer at {peer}{where} that the failing rank lost; check that node first", cited
+    if len(ranks) == 1:
+        return f"suspect: peer rank {next(iter(ranks))}, named by the failing rank's error", []
+    return None

@@ -31,6 +31,7 @@ from crashcart.reduce.causal import (
     candidates,
     hardware_first,
     own_time,
+    peer_suspect,
     picture,
     score,
     specific_lines,
@@ -452,6 +453,10 @@ def _compose(
                     evidence_ids=[c.first.evidence[0].id],
                 )
             )
+    suspect = peer_suspect(root, findings, topo)
+    if suspect is not None:
+        root.reasons.append(suspect[0])
+        root_ids += [ev.id for ev in suspect[1] if ev.id not in root_ids]
     conf = _confidence(root, others, pic, culprit)
     return Diagnosis(
         root_class=root.class_id,
