@@ -22,6 +22,8 @@ import zlib
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
+import shapes
+
 PCI = ["0000:18:00", "0000:2a:00", "0000:3a:00", "0000:5d:00", "0000:9a:00", "0000:ab:00", "0000:ba:00", "0000:db:00"]
 START = 1_796_083_200  # 2026-12-01T00:00:00Z
 STEP_S = 1.7
@@ -191,11 +193,28 @@ def _dmesg(p: Plan, host: str, out: Path) -> int:
         return fh.tell()
 
 
-def _job(args: tuple[Plan, str, int, str]) -> int:
+def _job(args: tuple[Plan | shapes.Plan, str, int, str]) -> int:
     plan, kind, rank, path = args
+    if isinstance(plan, shapes.Plan):
+        if kind == "rank":
+            return shapes.rank_log(plan, rank, Path(path))
+        return shapes.kernel_log(plan, plan.hosts[rank], Path(path))
     if kind == "rank":
         return _rank_log(plan, rank, Path(path))
     return _dmesg(plan, plan.hosts[rank], Path(path))
+
+
+def _shape_step_bytes(shape: str, ranks: int, nodes: int, seed: int) -> float:
+    """``_step_bytes`` for a ``shapes`` shape."""
+    import tempfile
+
+    sizes = []
+    with tempfile.TemporaryDirectory() as d:
+        for steps in (64, 5064):
+            plan = shapes.Plan(shape, ranks, nodes, steps, seed)
+            r = 0 if plan.culprit and 0 not in plan.silent else 1
+            sizes.append(shapes.rank_log(plan, r, Path(d) / "r.log"))
+    return (sizes[1] - sizes[0]) / 5000
 
 
 def _step_bytes(ranks: int, nodes: int, seed: int) -> float:
@@ -212,18 +231,34 @@ def _step_bytes(ranks: int, nodes: int, seed: int) -> float:
 
 
 def generate(
-    out: Path, ranks: int, nodes: int, seed: int, *, steps: int | None = None, size: int | None = None, jobs: int = 0
+    out: Path,
+    ranks: int,
+    nodes: int,
+    seed: int,
+    *,
+    steps: int | None = None,
+    size: int | None = None,
+    jobs: int = 0,
+    shape: str = "classic",
 ) -> dict[str, object]:
-    """Write the bundle into ``out``; ``size`` (total bytes, approximate) or ``steps`` per rank."""
+    """Write the bundle into ``out``; ``size`` (total bytes, approximate) or ``steps`` per rank.
+
+    ``shape``: ``classic`` (this module) or one of ``shapes.SHAPES``."""
     if steps is None:
-        steps = max(100, int((size or 10**8) / ranks / _step_bytes(ranks, nodes, seed)))
-    plan = Plan(ranks, nodes, steps, seed)
+        per = _step_bytes(ranks, nodes, seed) if shape == "classic" else _shape_step_bytes(shape, ranks, nodes, seed)
+        steps = max(100, int((size or 10**8) / ranks / per))
+    plan: Plan | shapes.Plan = (
+        Plan(ranks, nodes, steps, seed) if shape == "classic" else shapes.Plan(shape, ranks, nodes, steps, seed)
+    )
+    kernel_name = "dmesg.log" if shape == "classic" else "kern.log"
     (out / "nodes").mkdir(parents=True, exist_ok=True)
-    work: list[tuple[Plan, str, int, str]] = []
+    work: list[tuple[Plan | shapes.Plan, str, int, str]] = []
     for n, h in enumerate(plan.hosts):
         (out / "nodes" / h).mkdir(exist_ok=True)
-        work.append((plan, "dmesg", n, str(out / "nodes" / h / "dmesg.log")))
+        work.append((plan, "dmesg", n, str(out / "nodes" / h / kernel_name)))
     work += [(plan, "rank", r, str(out / f"rank-{r}.log")) for r in range(ranks)]
+    if isinstance(plan, shapes.Plan):
+        shapes.manifest(plan, out)
     with ProcessPoolExecutor(max_workers=jobs or os.cpu_count() or 1) as pool:
         total = sum(pool.map(_job, work, chunksize=1))
     return {
@@ -237,6 +272,7 @@ def generate(
         "culprit_node": plan.chost,
         "gpu": plan.cpci,
         "version": VERSION,
+        "shape": shape,
     }
 
 
@@ -250,12 +286,13 @@ def main() -> None:
     p.add_argument("--nodes", type=int, default=16)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--jobs", type=int, default=0, help="writer processes (default: one per core)")
+    p.add_argument("--shape", default="classic", choices=["classic", *shapes.SHAPES])
     a = p.parse_args()
     steps = a.steps if a.steps is not None else (max(1, a.lines // 8) if a.lines else None)
     if steps is None and a.size is None:
         steps = 20_000
     a.out.mkdir(parents=True, exist_ok=True)
-    print(json.dumps(generate(a.out, a.ranks, a.nodes, a.seed, steps=steps, size=a.size, jobs=a.jobs)))
+    print(json.dumps(generate(a.out, a.ranks, a.nodes, a.seed, steps=steps, size=a.size, jobs=a.jobs, shape=a.shape)))
 
 
 if __name__ == "__main__":

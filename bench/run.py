@@ -85,20 +85,24 @@ def rg_lines(output: Path) -> set[tuple[str, int]]:
 # --- bundles --------------------------------------------------------------------------------------
 
 
-def bundle(data: Path, ranks: int, size: int, seed: int) -> tuple[Path, dict[str, object]]:
+def bundle(
+    data: Path, ranks: int, size: int, seed: int, shape: str = "classic", nodes: int = 0
+) -> tuple[Path, dict[str, object]]:
     """The generated bundle for these parameters, reused when its stamp matches."""
-    nodes = max(1, ranks // 8)
-    out = data / f"r{ranks}-{size}-s{seed}"
+    nodes = nodes or max(1, ranks // 8)
+    tag = "" if shape == "classic" else f"{shape}-"
+    out = data / f"{tag}r{ranks}-{size}-s{seed}"
     stamp = out.parent / f"{out.name}.json"
-    want = {"ranks": ranks, "nodes": nodes, "size": size, "seed": seed, "version": genbundle.VERSION}
+    want = {"ranks": ranks, "nodes": nodes, "size": size, "seed": seed, "version": genbundle.VERSION, "shape": shape}
     if stamp.exists():
         got = json.loads(stamp.read_text())
+        got.setdefault("shape", "classic")
         if {k: got.get(k) for k in want} == want and out.is_dir():
             return out, got
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
     t = time.perf_counter()
-    info = genbundle.generate(out, ranks, nodes, seed, size=size)
+    info = genbundle.generate(out, ranks, nodes, seed, size=size, shape=shape)
     info.update(want)
     stamp.write_text(json.dumps(info))
     print(f"generated {out} ({_mb(int(str(info['bytes'])))} MB) in {time.perf_counter() - t:.1f} s", file=sys.stderr)
@@ -203,9 +207,11 @@ def timed(
     return Run(float(got["wall"]), int(got["rss_kb"]))
 
 
-def crashcart_env(tmp: Path) -> dict[str, str]:
+def crashcart_env(tmp: Path, pythonpath: str | None = None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("CRASHCART_")}  # noqa: TID251 (child env)
     env.update(CRASHCART_DB=str(tmp / "db.sqlite"), CRASHCART_WORK_DIR=str(tmp / "work"))
+    if pythonpath:  # time another copy of the package (e.g. the code before a change)
+        env["PYTHONPATH"] = pythonpath
     return env
 
 
@@ -223,6 +229,36 @@ def child_scan(target: str) -> None:
         print(json.dumps({"wall": wall, "bytes": result.bytes, "files": len(result.scans), "matcher": result.matcher}))
 
 
+def child_stages(target: str) -> None:
+    """``--child-stages``: one whole ``pipeline.diagnose`` (as ``diagnose --no-store`` runs it), print its
+    ``Outcome.stage_seconds``, the wall time from process start, and the diagnosis' class and culprit."""
+    import asyncio
+
+    from crashcart.pipeline import diagnose as run_pipeline
+    from crashcart.settings import Settings
+
+    settings = Settings(_env_file=None)
+    start = time.perf_counter()
+    outcome = asyncio.run(run_pipeline(Path(target), settings))
+    doc = outcome.document.model_dump(mode="json", by_alias=True)
+    wall = time.perf_counter() - start
+    rc = doc["root_cause"]
+    print(
+        json.dumps({"stages": outcome.stage_seconds, "pipeline": wall, "class": rc["class"], "culprit": rc["culprit"]})
+    )
+
+
+def stage_split(target: Path, env: dict[str, str]) -> Run:
+    with tempfile.NamedTemporaryFile(suffix=".json") as out:
+        run = timed(
+            [sys.executable, str(Path(__file__).resolve()), "--child-stages", str(target)],
+            stdout=Path(out.name),
+            env=env,
+        )
+        got = json.loads(Path(out.name).read_text())
+    return Run(run.wall, run.rss_kb, got)
+
+
 def scan_stage(target: Path, env: dict[str, str]) -> Run:
     with tempfile.NamedTemporaryFile(suffix=".json") as out:
         run = timed(
@@ -237,7 +273,11 @@ def diagnose(target: Path, env: dict[str, str], out_dir: Path) -> Run:
     out = out_dir / "diagnosis.json"
     run = timed([crashcart, "diagnose", str(target), "--no-store", "--json"], stdout=out, env=env)
     doc = json.loads(out.read_text())
-    run.extra = {"class": doc["root_cause"]["class"], "stats": doc.get("stats")}
+    run.extra = {
+        "class": doc["root_cause"]["class"],
+        "culprit": doc["root_cause"]["culprit"],
+        "stats": doc.get("stats"),
+    }
     return run
 
 
@@ -263,7 +303,7 @@ def check_matches(rg: str, root: Path, data: Path) -> str:
     sampled: set[tuple[str, int]] = set()
     for p in files_of(root):
         rel = p.relative_to(root).as_posix()
-        fs = scan_file(matcher, p, rel, buffer_bytes=1 << 20, max_line_bytes=64 * 1024)
+        fs = scan_file(matcher, p, rel, buffer_bytes=1 << 20, max_line_bytes=64 * 1024, keep_hits=1 << 62)
         for sig, line, _ in fs.hits:
             (sampled if cat.signatures[sig].sampled else got).add((rel, line))
     if got != want:
@@ -281,18 +321,66 @@ def _mb(n: int) -> str:
     return f"{n / 1e6:,.0f}"
 
 
+@dataclass
+class Case:
+    """One benchmark bundle: its label, the bundle, and what its diagnose time is compared with."""
+
+    key: str
+    label: str
+    root: Path
+    info: dict[str, object]
+    target: Path  # what diagnose is given (the directory, or its .tar.gz)
+    base: str = ""  # key of the case whose rg row is the baseline ("" = its own)
+    clean_of: str = ""  # for the dense case: the clean bundle of the same size it is compared with
+
+
+def cases(a: argparse.Namespace) -> list[Case]:
+    """The bundles of ``--shapes`` (generated once, reused while their parameters match)."""
+    want = a.shapes.split(",")
+    out: list[Case] = []
+    if "a" in want:
+        for ranks in (int(r) for r in a.ranks.split(",")):
+            root, info = bundle(a.data, ranks, a.size, a.seed)
+            out.append(Case(f"a{ranks}", f"(a) classic, {ranks} ranks", root, info, root))
+    if "b" in want or "e" in want:
+        root, info = bundle(a.data, 64, a.size, a.seed, "megatron", nodes=8)
+        if "b" in want:
+            out.append(Case("b", "(b) Megatron NCCL_DEBUG=INFO, 64 ranks", root, info, root))
+        if "e" in want:
+            tgz = tarball(root)
+            out.append(Case("e", "(e) .tar.gz of (b)", root, info, tgz, base="b" if "b" in want else ""))
+    if "c" in want:
+        root, info = bundle(a.data, 8, a.dense_size, a.seed, "dense", nodes=1)
+        croot, cinfo = bundle(a.data, 8, a.dense_size, a.seed, "clean", nodes=1)
+        out.append(Case("c-clean", "(c') clean, same size as (c)", croot, cinfo, croot))
+        out.append(Case("c", "(c) dense: 10 % of lines match", root, info, root, clean_of="c-clean"))
+    if "d" in want:
+        ranks = 10_000
+        root, info = bundle(a.data, ranks, a.size, a.seed, "megatron", nodes=ranks // 8)
+        out.append(Case("d", "(d) 10,000 rank files", root, info, root))
+    return out
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--size", type=genbundle.parse_size, default=genbundle.parse_size("1GiB"), help="bundle size")
-    p.add_argument("--ranks", default="64,256", help="comma-separated rank counts, one bundle each")
+    p.add_argument("--dense-size", type=genbundle.parse_size, default=genbundle.parse_size("256MiB"))
+    p.add_argument("--shapes", default="a,b,c,d,e", help="which bundles: a,b,c,d,e (see bench/README.md)")
+    p.add_argument("--ranks", default="64", help="rank counts of the classic (a) bundles")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--no-tgz", action="store_true", help="skip the .tar.gz input")
+    p.add_argument("--no-scan-stage", action="store_true", help="skip the scan-stage-alone rows")
+    p.add_argument("--no-rgz", action="store_true", help="skip the rg -z row of the .tar.gz")
     p.add_argument("--data", type=Path, default=HERE / "data")
+    p.add_argument("--pythonpath", help="import crashcart from this directory in the timed processes")
     p.add_argument("--child-scan", help=argparse.SUPPRESS)
+    p.add_argument("--child-stages", help=argparse.SUPPRESS)
     a = p.parse_args()
     if a.child_scan:
         child_scan(a.child_scan)
+        return
+    if a.child_stages:
+        child_stages(a.child_stages)
         return
 
     from crashcart.catalogue import load_catalogue, ripgrep_patterns
@@ -309,66 +397,129 @@ def main() -> None:
     print(
         f"# {platform.processor() or platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
         f"{rg_version}, hyperscan {getattr(hyperscan, '__version__', '?')}, "
-        f"{len(cat.signatures)} signatures ({sum(s.sampled for s in cat.signatures)} sampled)"
+        f"{len(cat.signatures)} signatures ({sum(s.sampled for s in cat.signatures)} sampled); "
+        f"crashcart from {a.pythonpath or 'this checkout'}; "
+        f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}"
     )
     print(
-        f"# median of {a.rounds} interleaved rounds, warm page cache; ratio = wall / ripgrep's wall on the same files"
+        f"# median of {a.rounds} interleaved rounds, warm page cache; ratio = wall / ripgrep's wall on the same files "
+        "(dense: / the clean bundle's diagnose)"
     )
 
     full = a.data / "signatures.rg"
     compiled = compile_bytecode()
-    rows: list[tuple[str, str, int, int, Run, float]] = []
     notes: list[str] = []
+    todo = cases(a)
     with tempfile.TemporaryDirectory(prefix="crashcart-bench-") as tmpdir:
         tmp = Path(tmpdir)
-        env = crashcart_env(tmp)
-        for i, ranks in enumerate(int(r) for r in a.ranks.split(",")):
-            root, info = bundle(a.data, ranks, a.size, a.seed)
-            files = files_of(root)
-            nbytes = sum(f.stat().st_size for f in files)
-            warm(root)
-            notes.append(f"{root.name}: " + check_matches(rg, root, a.data))
-            subjects: list[tuple[str, Callable[[], Run]]] = [
-                ("rg -n -f signatures", lambda r=root: timed(rg_command(rg, full), cwd=r, stdout=a.data / "rg.out")),
-                ("crashcart scan stage", lambda r=root: scan_stage(r, env)),
-                ("crashcart diagnose", lambda r=root: diagnose(r, env, tmp)),
-            ]
-            if i == 0 and not a.no_tgz:
-                tgz = tarball(root)
-                warm(tgz)
-                notes.append(f"{tgz.name}: {tgz.stat().st_size:,} bytes compressed; its rows show uncompressed MB/s")
-                rgz = [*rg_command(rg, full)[:-1], "-z", str(tgz)]
-                subjects.append(("crashcart diagnose .tar.gz", lambda t=tgz: diagnose(t, env, tmp)))
-                subjects.append(
-                    ("rg -z -n -f (.tar.gz as one stream)", lambda c=rgz: timed(c, stdout=a.data / "rg.out"))
+        env = crashcart_env(tmp, a.pythonpath)
+        subjects: list[tuple[str, str, Callable[[], Run]]] = []  # (case key, row name, run)
+        checked: set[Path] = set()
+        for c in todo:
+            if c.root not in checked:
+                warm(c.root)
+                notes.append(f"{c.root.name}: " + check_matches(rg, c.root, a.data))
+                checked.add(c.root)
+            if c.target != c.root:  # the .tar.gz
+                warm(c.target)
+                notes.append(
+                    f"{c.target.name}: {c.target.stat().st_size:,} bytes compressed; MB/s is of uncompressed bytes"
                 )
-            runs: dict[str, list[Run]] = {name: [] for name, _ in subjects}
-            for _ in range(a.rounds):
-                for name, fn in subjects:
-                    runs[name].append(fn())
-            label = f"{ranks} ranks"
-            base = statistics.median(r.wall for r in runs[subjects[0][0]])
-            for name, _ in subjects:
-                rs = runs[name]
-                med = statistics.median(r.wall for r in rs)
-                peak = max(r.rss_kb for r in rs)
-                rows.append((label, name, nbytes, len(files), Run(med, peak, rs[-1].extra), med / base))
-                if "class" in rs[-1].extra and rs[-1].extra["class"] != "gpu_fallen_off_bus":
-                    notes.append(f"{label} {name}: WRONG root cause {rs[-1].extra['class']}")
-            print(
-                f"# {label}: {info.get('steps')} steps/rank, {len(files)} files; culprit rank {info.get('culprit_rank')}",
-                file=sys.stderr,
+                if not c.base:
+                    subjects.append(
+                        (
+                            c.key,
+                            "rg -n -f signatures (extracted)",
+                            lambda r=c.root: timed(rg_command(rg, full), cwd=r, stdout=a.data / "rg.out"),
+                        )
+                    )
+                subjects.append((c.key, "crashcart diagnose", lambda t=c.target: diagnose(t, env, tmp)))
+                if not a.no_rgz:
+                    rgz = [*rg_command(rg, full)[:-1], "-z", str(c.target)]
+                    subjects.append(
+                        (c.key, "rg -z -n -f (one stream)", lambda cmd=rgz: timed(cmd, stdout=a.data / "rg.out"))
+                    )
+                continue
+            subjects.append(
+                (
+                    c.key,
+                    "rg -n -f signatures",
+                    lambda r=c.root: timed(rg_command(rg, full), cwd=r, stdout=a.data / "rg.out"),
+                )
             )
+            if not a.no_scan_stage:
+                subjects.append((c.key, "crashcart scan stage", lambda r=c.root: scan_stage(r, env)))
+            subjects.append((c.key, "crashcart diagnose", lambda t=c.target: diagnose(t, env, tmp)))
+        for c in todo:  # per-stage times, one in-process pipeline per round
+            subjects.append((c.key, "stages", lambda t=c.target: stage_split(t, env)))
+        runs: dict[tuple[str, str], list[Run]] = {(k, n): [] for k, n, _ in subjects}
+        for _ in range(a.rounds):
+            for k, n, fn in subjects:
+                runs[k, n].append(fn())
+        load_after = os.getloadavg()
 
-    print("| bundle | what | bytes | files | wall s | MB/s | peak RSS MB | ratio to rg |")
+    def med(key: str, name: str) -> float:
+        return statistics.median(r.wall for r in runs[key, name])
+
+    print("| bundle | what | bytes | files | wall s | MB/s | peak RSS MB | ratio |")
     print("|---|---|---:|---:|---:|---:|---:|---:|")
-    for label, name, nbytes, nfiles, run, ratio in rows:
-        print(
-            f"| {label} | {name} | {nbytes:,} | {nfiles} | {run.wall:.2f} | {nbytes / run.wall / 1e6:,.0f} | "
-            f"{run.rss_kb / 1024:,.0f} | {ratio:.2f} |"
+    stage_rows: list[str] = []
+    for c in todo:
+        files = files_of(c.root)
+        nbytes = sum(f.stat().st_size for f in files)
+        base_key = c.base or c.key
+        base = med(
+            base_key,
+            "rg -n -f signatures"
+            if c.base
+            else next(n for k, n, _ in subjects if k == c.key and n.startswith("rg -n")),
         )
+        for k, name, _ in subjects:
+            if k != c.key or name == "stages":
+                continue
+            rs = runs[k, name]
+            m = statistics.median(r.wall for r in rs)
+            ratio = m / base
+            if c.clean_of and name == "crashcart diagnose":
+                ratio = m / med(c.clean_of, "crashcart diagnose")
+            peak = max(r.rss_kb for r in rs)
+            print(
+                f"| {c.label} | {name} | {nbytes:,} | {len(files):,} | {m:.2f} | {nbytes / m / 1e6:,.0f} | "
+                f"{peak / 1024:,.0f} | {ratio:.2f}{' (vs clean)' if c.clean_of and name == 'crashcart diagnose' else ''} |"
+            )
+            if "class" in rs[-1].extra:
+                _check_answer(c, name, rs[-1].extra, notes)
+        st = runs[c.key, "stages"]
+        names = list(st[0].extra["stages"])
+        split = {n: statistics.median(float(r.extra["stages"][n]) for r in st) for n in names}
+        wall = statistics.median(r.wall for r in st)
+        after = sum(v for n, v in split.items() if n not in ("ingest", "scan"))
+        stage_rows.append(
+            f"| {c.label} | {wall:.2f} | "
+            + " | ".join(f"{split.get(n, 0.0):.3f}" for n in STAGES)
+            + f" | {after:.3f} ({after / wall:.1%}) | {max(r.rss_kb for r in st) / 1024:,.0f} |"
+        )
+        _check_answer(c, "stages", st[-1].extra, notes)
+    print()
+    print("| bundle | process wall s | " + " | ".join(STAGES) + " | after the scan | peak RSS MB |")
+    print("|---|---:|" + "---:|" * len(STAGES) + "---:|---:|")
+    for row in stage_rows:
+        print(row)
+    notes.append(f"load average after: {' '.join(f'{x:.2f}' for x in load_after)}")
     for n in [compiled, *notes]:
         print(f"# {n}")
+
+
+STAGES = ("ingest", "scan", "topology", "findings", "group", "reduce", "verify", "report")
+
+
+def _check_answer(c: Case, name: str, extra: dict[str, object], notes: list[str]) -> None:
+    """The planted root cause and culprit, or a note saying what came out instead."""
+    got = extra.get("culprit")
+    culprit = got if isinstance(got, dict) else {}
+    want = (c.info.get("culprit_node"), c.info.get("culprit_rank"))
+    if extra.get("class") != "gpu_fallen_off_bus" or (culprit.get("node"), culprit.get("rank")) != want:
+        notes.append(f"{c.label} {name}: WRONG answer {extra.get('class')} {culprit} (planted {want})")
 
 
 if __name__ == "__main__":

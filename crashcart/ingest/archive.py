@@ -85,6 +85,8 @@ class MemberBuilder(Protocol):
     def copy(self, path: str, reader: _Chunks, size: int, mtime: float | None) -> None: ...
     def take_gz(self, path: str, reader: _Reader, packed: int, mtime: float | None) -> None: ...
     def take_file_gz(self, path: str, physical: Path, st: os.stat_result | None) -> None: ...
+    def check_declared(self, path: str, size: int, packed: int) -> None: ...
+    def watch_source(self, consumed: Callable[[], int]) -> None: ...
 
 
 class _SourceCorrupt(Exception):
@@ -287,6 +289,8 @@ def _read_tar(b: MemberBuilder, comp: _Compression | None) -> None:
     with ExitStack() as stack:
         raw = stack.enter_context(b.source.open("rb"))
         inner: _Reader = raw if comp is None else stack.enter_context(_decompressor(raw, comp))
+        if comp is not None:
+            b.watch_source(raw.tell)  # compressed bytes read so far: the ratio is checked as the tar expands
         stream = _Counted(inner, b.on_stream)
         tf = stack.enter_context(tarfile.open(fileobj=cast(IO[bytes], stream), mode="r:"))
         while (info := tf.next()) is not None:
@@ -368,6 +372,7 @@ def _read_zip(b: MemberBuilder) -> None:
             elif _is_archive_name(path):
                 b.skip(path, NESTED)
             else:
+                b.check_declared(path, info.file_size, info.compress_size)
                 try:
                     entry = zf.open(info)
                 except NotImplementedError as exc:  # patched data, strong encryption, newer zip versions

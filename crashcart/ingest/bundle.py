@@ -8,8 +8,10 @@ every Evidence quotes and that ``verify`` compares against.
 
 from __future__ import annotations
 
+import bisect
 import codecs
 import json
+import os
 import re
 import shutil
 import tempfile
@@ -94,10 +96,42 @@ class Manifest:
 
 @dataclass
 class LineIndex:
-    """Sparse index of a file: (first line number, byte offset) at each scan buffer boundary."""
+    """Sparse index of a file: (first line number, byte offset) at each scan buffer boundary, plus ``known``
+    exact offsets of single lines (the scanner's hit lines, and lines located since), so that the lines
+    around a finding are read from the finding's own line, not from the buffer boundary before it."""
 
     checkpoints: list[tuple[int, int]]
     lines: int
+    known: dict[int, int] = field(default_factory=dict)  # line -> byte offset of its first byte
+    _known_sorted: list[int] | None = field(default=None, repr=False, compare=False)
+
+    def start_for(self, line: int) -> tuple[int, int]:
+        """The indexed (line, offset) nearest before or at ``line``; (1, 0) when none is."""
+        best = (1, 0)
+        i = bisect.bisect_right(self.checkpoints, (line, _NO_OFFSET)) - 1
+        if i >= 0:
+            best = self.checkpoints[i]
+        if self.known:
+            keys = self._known_sorted
+            if keys is None:
+                keys = self._known_sorted = sorted(self.known)
+            j = bisect.bisect_right(keys, line) - 1
+            if j >= 0 and keys[j] > best[0]:
+                best = (keys[j], self.known[keys[j]])
+        return best
+
+    def remember(self, line: int, offset: int) -> None:
+        if line not in self.known:
+            self.known[line] = offset
+            if self._known_sorted is not None:
+                bisect.insort(self._known_sorted, line)
+
+
+_NO_OFFSET = 1 << 62  # sorts after every real offset: bisect by line number alone
+BACK_READ = 8 * 1024  # first block read backwards from a line (doubled while more lines are needed)
+LOCATE_LINES = 4096  # a line's offset is counted on from an indexed line at most this many lines before it
+OPEN_FILES = 32  # descriptors a bundle keeps open for reading lines back
+BACK_BUDGET = 4 * 1024 * 1024  # beyond this many bytes read backwards, read forwards from the index instead
 
 
 class Bundle:
@@ -124,6 +158,7 @@ class Bundle:
         self._index: dict[str, LineIndex] = {}
         self._cleanup_dirs = cleanup_dirs
         self._on_close: list[Callable[[], None]] = []
+        self._fds: dict[str, int] = {}  # open descriptors for reading back, least recently used first
 
     def __enter__(self) -> Bundle:
         return self
@@ -136,6 +171,8 @@ class Bundle:
         self._on_close.append(stop)
 
     def close(self) -> None:
+        while self._fds:
+            os.close(self._fds.popitem()[1])
         while self._on_close:
             self._on_close.pop()()
         for d in self._cleanup_dirs:
@@ -161,13 +198,8 @@ class Bundle:
         phys = self._physical.get(path)
         if phys is None or start < 1 or end < start:
             return []
-        line, offset = 1, 0
         idx = self._index.get(path)
-        if idx is not None:
-            for cp_line, cp_off in idx.checkpoints:
-                if cp_line > start:
-                    break
-                line, offset = cp_line, cp_off
+        line, offset = idx.start_for(start) if idx is not None else (1, 0)
         out: list[str] = []
         max_bytes = self.limits.max_line_bytes
         with phys.open("rb") as fh:
@@ -182,6 +214,87 @@ class Bundle:
                     out.append(canonical_line(raw, max_bytes))
                 line += 1
         return out
+
+    def lines_before(self, path: str, line: int, count: int) -> list[str]:
+        """``read_lines(path, max(1, line - count), line - 1)``, read backwards from ``line``'s own offset when
+        the index knows it (or can find it a few lines on from an indexed line): the cost is the bytes of
+        those lines, not of the distance to the last buffer boundary."""
+        start = max(1, line - count)
+        raw = self.raw_lines_before(path, line, count)
+        if raw is None:
+            return self.read_lines(path, start, line - 1)
+        return [canonical_line(r, self.limits.max_line_bytes) for r in raw]
+
+    def raw_lines_before(self, path: str, line: int, count: int) -> list[bytes] | None:
+        """The bytes (newline removed) of the ``count`` lines before ``line`` (fewer at the start of the file),
+        read backwards from ``line``'s offset; ``canonical_line`` of each is ``lines_before``. None when the
+        offset is not known nearby or a giant line is in the way: then use ``read_lines``."""
+        idx = self._index.get(path)
+        if idx is None or line <= 1:
+            return None if idx is None else []
+        fd = self._fd(path)
+        if fd is None:
+            return None
+        offset = self._locate(fd, idx, line)
+        return None if offset is None else _read_back(fd, offset, min(count, line - 1))
+
+    def _fd(self, path: str) -> int | None:
+        """A read-only descriptor of ``path`` (``os.pread``: no shared position), kept for the next look-up."""
+        fd = self._fds.pop(path, None)
+        if fd is None:
+            phys = self._physical.get(path)
+            if phys is None:
+                return None
+            try:
+                fd = os.open(phys, os.O_RDONLY)
+            except OSError:
+                return None
+            while len(self._fds) >= OPEN_FILES:
+                os.close(self._fds.pop(next(iter(self._fds))))
+        self._fds[path] = fd  # most recently used last
+        return fd
+
+    def _locate(self, fd: int, idx: LineIndex, line: int) -> int | None:
+        """Byte offset of ``line``: known, or counted on from the indexed line before it (then remembered)."""
+        if (known := idx.known.get(line)) is not None:
+            return known
+        at, pos = idx.start_for(line)
+        if line - at > LOCATE_LINES:
+            return None  # too far from anything indexed: the caller reads forwards once instead
+        while at < line:
+            data = os.pread(fd, 64 * 1024, pos)
+            if not data:
+                return None
+            i = -1
+            for _ in range(line - at):
+                i = data.find(b"\n", i + 1)
+                if i == -1:
+                    break
+            if i == -1:
+                at += data.count(b"\n")
+                pos += len(data)
+            else:
+                at, pos = line, pos + i + 1
+        idx.remember(line, pos)
+        return pos
+
+
+def _read_back(
+    fd: int, offset: int, count: int, *, block: int = BACK_READ, budget: int = BACK_BUDGET
+) -> list[bytes] | None:
+    """The bytes of the ``count`` lines that end at byte ``offset`` (a line start), read backwards, newlines
+    removed; fewer when the file starts sooner; None past ``budget`` bytes (a giant line)."""
+    size = block
+    while True:
+        lo = max(0, offset - size)
+        data = os.pread(fd, offset - lo, lo)
+        parts = data.split(b"\n")[:-1]  # the bytes end with the newline of the line before ``offset``
+        whole = parts if lo == 0 else parts[1:]  # the first piece may be the end of a longer line
+        if len(whole) >= count or lo == 0:
+            return whole[max(0, len(whole) - count) :]
+        if size >= budget:
+            return None
+        size *= 2
 
 
 def _skip_rest_of_line(fh: Any) -> None:

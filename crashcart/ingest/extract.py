@@ -17,7 +17,7 @@ import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import NoReturn, Protocol
 
 from crashcart.errors import BundleNotFound, BundleTooLarge, CorruptBundle, EmptyBundle, UnsafeBundlePath
 from crashcart.ingest.archive import (
@@ -188,6 +188,8 @@ class _Builder:
     total: int = 0  # bytes of members we keep (decompressed)
     stream: int = 0  # bytes read out of the archive (decompressed stream, skipped entries included)
     expanded: int = 0  # bytes any decompressor produced
+    consumed: Callable[[], int] | None = None  # compressed bytes of the source read so far (a compressed tar)
+    current: str | None = None  # the member being read, named when the archive turns out to be a bomb
     _files: set[str] = field(default_factory=set)
     _dirs: set[str] = field(default_factory=set)  # parents of the files taken
     _made: set[Path] = field(default_factory=set)  # directories created in the work dir and checked
@@ -221,16 +223,43 @@ class _Builder:
             self._too_big()
         self._inflate(n, self.stream, self.packed)
 
-    def _inflate(self, n: int, produced: int, packed: int | None) -> None:
-        """Zip-bomb guard: bytes produced vs compressed bytes, once past ``ratio_floor_bytes``."""
+    def _inflate(self, n: int, produced: int, packed: int | None, read: int | None = None) -> None:
+        """Zip-bomb guard: bytes produced vs compressed bytes, once past ``ratio_floor_bytes``: the member's
+        and the whole source's totals, and what was produced so far against the compressed bytes read so far
+        (``read`` for this member; ``consumed`` for a compressed tar), so that a bomb is refused as soon as
+        it has expanded past the ratio, not once its whole compressed size has been used up."""
         self.expanded += n
         lim = self.limits
-        for out, inp in ((produced, packed), (self.expanded, self.packed)):
+        if produced <= lim.ratio_floor_bytes and self.expanded <= lim.ratio_floor_bytes:
+            return
+        source_read = self.consumed() if self.consumed is not None else None
+        for out, inp in (
+            (produced, packed),
+            (self.expanded, self.packed),
+            (produced, read),
+            (self.stream, source_read),
+        ):
             if inp is not None and out > lim.ratio_floor_bytes and out > lim.max_ratio * max(inp, 1):
-                raise BundleTooLarge(
-                    f"{self.label} expands more than {lim.max_ratio:g}x its compressed size "
-                    "(a decompression bomb?); unpack it yourself if it is genuine"
-                )
+                self.bomb(self.current or self.label, out, inp)
+
+    def bomb(self, member: str, out: int, inp: int) -> NoReturn:
+        """Refuse the bundle: ``member`` expands ``out`` bytes from ``inp`` compressed ones, past the ratio."""
+        where = member if member == self.label else f"{member} in {self.label}"
+        raise BundleTooLarge(
+            f"{where} is a decompression bomb: it expands more than {self.limits.max_ratio:g}x its compressed "
+            f"size ({_human(out)} from {_human(inp)}); refused before unpacking the rest "
+            "(limit CRASHCART_MAX_RATIO); unpack it yourself if it is genuine"
+        )
+
+    def watch_source(self, consumed: Callable[[], int]) -> None:
+        self.consumed = consumed
+
+    def check_declared(self, path: str, size: int, packed: int) -> None:
+        """A zip entry whose declared sizes already exceed the ratio is refused before it is read (zipfile
+        never produces more than the declared size)."""
+        lim = self.limits
+        if size > lim.ratio_floor_bytes and size > lim.max_ratio * max(packed, 1):
+            self.bomb(path, size, packed)
 
     # bookkeeping
     def skip(self, path: str, reason: str) -> None:
@@ -293,6 +322,7 @@ class _Builder:
         dest = self._dest(path)
         written = 0
         head = b""
+        self.current = path
         sink = self.writer.open(path, dest) if self.writer is not None else _FileSink(dest)
         try:
             while block := reader.read(BLOCK):
@@ -315,6 +345,8 @@ class _Builder:
         dest = self._dest(path)
         written = 0
         head = b""
+        self.current = path
+        start = _tell(reader)
         try:
             with dest.open("xb") as out, gzip.GzipFile(fileobj=reader, mode="rb") as gz:
                 while True:
@@ -328,7 +360,8 @@ class _Builder:
                         raise _BadMember(NESTED)
                     written += len(block)
                     self._grow(path, len(block), written)
-                    self._inflate(len(block), written, packed)
+                    now = _tell(reader)
+                    self._inflate(len(block), written, packed, None if now is None or start is None else now - start)
                     out.write(block)
                     if len(head) < HEAD_BYTES:
                         head += block[: HEAD_BYTES - len(head)]
@@ -395,6 +428,18 @@ class _FileSink:
 
     def close(self, complete: bool) -> None:
         self._out.close()
+
+
+def _tell(reader: object) -> int | None:
+    """Compressed bytes read so far from a member's reader, when it can tell."""
+    tell = getattr(reader, "tell", None)
+    if tell is None:
+        return None
+    try:
+        pos = tell()
+    except (OSError, ValueError, AttributeError):
+        return None
+    return pos if isinstance(pos, int) else None
 
 
 def _parents(path: str) -> list[str]:

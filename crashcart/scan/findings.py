@@ -112,29 +112,52 @@ def build_findings(
 
 
 class _Inheritor:
-    """Time for a line without a clock: the latest time on the lines just before it (same rank)."""
+    """Time for a line without a clock: the latest time on the lines just before it (same rank).
+
+    The lines before a finding are read backwards from the finding's own line (``Bundle.lines_before``:
+    the scanner indexed its offset), and each line's rank and clock are parsed once per file, however many
+    findings look back over it: a finding costs its ``LOOKBACK`` lines at most, amortised O(1) when findings
+    crowd together, never a re-read from the last buffer boundary."""
 
     LOOKBACK = 40
 
     def __init__(self, bundle: Bundle, path: str, ctx: clock.ClockContext) -> None:
         self._bundle, self._path, self._ctx = bundle, path, ctx
         self._cache: dict[tuple[int, int | None], datetime | None] = {}
+        self._lines: dict[int, tuple[int | None, datetime | None]] = {}  # line -> (rank, time), parsed once
 
     def __call__(self, line: int, rank: int | None) -> datetime | None:
         key = (line, rank)
         if key not in self._cache:
-            start = max(1, line - self.LOOKBACK)
-            found = None
-            for text in reversed(self._bundle.read_lines(self._path, start, line - 1)):
-                p = prefix.view(text)
-                if p.rank != rank:
-                    continue
-                parsed = clock.parse_time(text, self._ctx)
-                if parsed is not None and parsed.time is not None:
-                    found = parsed.time
-                    break
-            self._cache[key] = found
+            self._cache[key] = self._find(line, rank)
         return self._cache[key]
+
+    def _find(self, line: int, rank: int | None) -> datetime | None:
+        start = max(1, line - self.LOOKBACK)
+        known, max_bytes = self._lines, self._bundle.limits.max_line_bytes
+        raw: list[bytes] | None = None
+        for at in range(line - 1, start - 1, -1):
+            got = known.get(at)
+            if got is None:
+                if raw is None:
+                    raw = self._bundle.raw_lines_before(self._path, line, line - start)
+                    if raw is None or len(raw) != line - start:  # a giant line, or no offset to read back from
+                        return self._scan(self._bundle.read_lines(self._path, start, line - 1), rank)
+                got = known[at] = self._parse(canonical_line(raw[at - start], max_bytes))
+            if got[0] == rank and got[1] is not None:
+                return got[1]
+        return None
+
+    def _parse(self, text: str) -> tuple[int | None, datetime | None]:
+        parsed = clock.parse_time(text, self._ctx)
+        return prefix.view(text).rank, parsed.time if parsed is not None else None
+
+    def _scan(self, texts: list[str], rank: int | None) -> datetime | None:
+        for text in reversed(texts):
+            got = self._parse(text)
+            if got[0] == rank and got[1] is not None:
+                return got[1]
+        return None
 
 
 CONTEXT_CAP = 64  # fact lines (versions, init, progress) itemised per signature and file

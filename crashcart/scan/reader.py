@@ -49,6 +49,7 @@ class FileScan:
     tail: list[tuple[int, bytes]] = field(default_factory=list)
     error: str | None = None
     dropped: int = 0  # hit lines of over-frequent signatures not kept: only the first and last KEEP_HITS are
+    offsets: dict[int, int] = field(default_factory=dict)  # line -> byte offset of its start, for kept hit lines
 
 
 def numpy_module() -> ModuleType | None:
@@ -63,12 +64,23 @@ class Readable(Protocol):
     def readinto(self, buffer: memoryview, /) -> int | None: ...
 
 
-def scan_file(matcher: Matcher, physical: Path, path: str, *, buffer_bytes: int, max_line_bytes: int) -> FileScan:
-    """Scan ``physical`` (shown as ``path``); OS errors become ``FileScan.error``, never exceptions."""
+def scan_file(
+    matcher: Matcher,
+    physical: Path,
+    path: str,
+    *,
+    buffer_bytes: int,
+    max_line_bytes: int,
+    keep_hits: int | None = None,
+) -> FileScan:
+    """Scan ``physical`` (shown as ``path``); OS errors become ``FileScan.error``, never exceptions.
+
+    :param keep_hits: hit lines kept per signature at each end of the file (default ``KEEP_HITS``; the
+        benchmark's match check keeps them all)."""
     out = FileScan(path=path)
     try:
         with physical.open("rb", buffering=0) as fh:
-            ends_with_newline = _Scanner(matcher, out, buffer_bytes, max_line_bytes).run(fh)
+            ends_with_newline = _Scanner(matcher, out, buffer_bytes, max_line_bytes, keep_hits).run(fh)
             fh.seek(max(0, out.nbytes - TAIL_BYTES))
             out.tail = _tail(fh.read(TAIL_BYTES), out.nbytes, out.lines, ends_with_newline)
     except OSError as exc:
@@ -228,8 +240,11 @@ class Feed(_Chunked):
 class _Scanner:
     """State of one pass over one file."""
 
-    def __init__(self, matcher: Matcher, out: FileScan, buffer_bytes: int, max_line_bytes: int) -> None:
+    def __init__(
+        self, matcher: Matcher, out: FileScan, buffer_bytes: int, max_line_bytes: int, keep_hits: int | None = None
+    ) -> None:
         self.matcher, self.out = matcher, out
+        self.keep = KEEP_HITS if keep_hits is None else keep_hits
         self.buffer_bytes = max(1, buffer_bytes)
         self.max_line_bytes = max_line_bytes
         self.np = numpy_module() if buffer_bytes >= NUMPY_MIN_BYTES else None
@@ -239,7 +254,8 @@ class _Scanner:
         self.seen: set[tuple[int, int]] = set()  # (sig, line) hits of the piece, and of a line it continues
         self.counts: dict[int, int] = {}
         self.head_seq: list[int] = []  # sequence number of each hit in out.hits
-        self.later: dict[int, deque[tuple[int, int, int, bytes | None]]] = {}  # sig -> last KEEP_HITS (seq, ...)
+        self.head_off: list[int] = []  # byte offset of each hit's line in out.hits (-1: began in an earlier piece)
+        self.later: dict[int, deque[tuple[int, int, int, bytes | None, int]]] = {}  # sig -> last KEEP_HITS (seq, ...)
         self.seq = 0
         self.cut = False  # the current piece ends inside a (giant) line that the next piece continues
 
@@ -279,9 +295,15 @@ class _Scanner:
             if n == 0:
                 break
         out = self.out
+        offsets = out.offsets
+        for (_, line, _), off in zip(out.hits, self.head_off, strict=True):
+            if off >= 0:
+                offsets[line] = off
         if self.later:  # put the kept last hits of frequent signatures back in file order
+            for d in self.later.values():
+                offsets.update((line, off) for _, _, line, _, off in d if off >= 0)
             head = zip(self.head_seq, out.hits, strict=True)
-            tails = heapq.merge(*[((q, (sig, line, raw)) for q, sig, line, raw in d) for d in self.later.values()])
+            tails = heapq.merge(*[((q, (sig, line, raw)) for q, sig, line, raw, _ in d) for d in self.later.values()])
             out.hits = [hit for _, hit in heapq.merge(head, tails, key=lambda x: x[0])]
         out.nbytes = self.offset
         out.lines = self.line - 1 + (1 if self.offset and last != 0x0A else 0)
@@ -323,19 +345,21 @@ class _Scanner:
         return bytes(buf[start : min(stop if nl == -1 else nl, limit)])
 
     def _keep(self, sig: int, line: int, buf: bytearray, start: int, stop: int) -> None:
-        """Record a hit; beyond KEEP_HITS for its signature, only the latest KEEP_HITS are held."""
+        """Record a hit; beyond KEEP_HITS for its signature, only the latest of them are held."""
         self.seq += 1
         n = self.counts[sig] = self.counts.get(sig, 0) + 1
-        if n <= KEEP_HITS:
+        off = -1 if start == 0 and not self.at_line_start else self.offset + start
+        if n <= self.keep:
             self.out.hits.append((sig, line, self._raw(buf, start, stop)))
             self.head_seq.append(self.seq)
+            self.head_off.append(off)
             return
         later = self.later.get(sig)
         if later is None:
-            later = self.later[sig] = deque(maxlen=KEEP_HITS)
-        if len(later) == KEEP_HITS:
+            later = self.later[sig] = deque(maxlen=self.keep)
+        if len(later) == self.keep:
             self.out.dropped += 1
-        later.append((self.seq, sig, line, self._raw(buf, start, stop)))
+        later.append((self.seq, sig, line, self._raw(buf, start, stop), off))
 
     def _few(self, buf: bytearray, stop: int, matches: list[tuple[int, int]]) -> None:
         positions = sorted((_last_byte(buf, end), sig) for sig, end in matches)
@@ -383,8 +407,8 @@ class _Scanner:
             at = np.flatnonzero(sig == s)
             before = self.counts.get(s, 0)
             self.counts[s] = before + len(at)
-            head = at[: max(0, KEEP_HITS - before)]
-            rest = at[len(head) :][-KEEP_HITS:]
+            head = at[: max(0, self.keep - before)]
+            rest = at[len(head) :][-self.keep :]
             self.out.dropped += len(at) - len(head) - len(rest)
             take += [head, rest]
             if len(rest):
@@ -394,21 +418,25 @@ class _Scanner:
         need = np.concatenate(take)
         lines = mv_lines(buf, stop)
         raw: dict[int, bytes | None] = {}
-        for i, k in zip(need.tolist(), idx[need].tolist(), strict=True):
+        off: dict[int, int] = {}
+        starts = np.concatenate((np.zeros(1, dtype=np.int64), nl + 1))[idx[need]] + self.offset
+        for i, k, o in zip(need.tolist(), idx[need].tolist(), starts.tolist(), strict=True):
             raw[i] = self._raw_line(lines, k, len(nl))
-        hits, head_seq = self.out.hits, self.head_seq
+            off[i] = -1 if k == 0 and not self.at_line_start else o
+        hits, head_seq, head_off = self.out.hits, self.head_seq, self.head_off
         tail_set = {int(i) for _, rest in tails for i in rest.tolist()}
         for i in sorted(raw):
             if i in tail_set:
                 continue
             hits.append((int(sig[i]), self.line + int(idx[i]), raw[i]))
             head_seq.append(int(seq[i]))
+            head_off.append(off[i])
         for s, rest in tails:
             later = self.later.get(s)
             if later is None:
-                later = self.later[s] = deque(maxlen=KEEP_HITS)
-            self.out.dropped += max(0, len(later) + len(rest) - KEEP_HITS)
-            later.extend((int(seq[i]), s, self.line + int(idx[i]), raw[i]) for i in rest.tolist())
+                later = self.later[s] = deque(maxlen=self.keep)
+            self.out.dropped += max(0, len(later) + len(rest) - self.keep)
+            later.extend((int(seq[i]), s, self.line + int(idx[i]), raw[i], off[i]) for i in rest.tolist())
 
     def _raw_line(self, lines: list[bytes], k: int, newlines: int) -> bytes | None:
         """``_raw`` for line ``k`` of the piece, from the piece already split at newlines."""

@@ -114,7 +114,7 @@ def scan(
         if fs.error:
             result.failures.append(SkippedFile(path=bf.path, reason=fs.error))
             continue
-        bundle.set_index(bf.path, LineIndex(checkpoints=fs.checkpoints, lines=fs.lines))
+        bundle.set_index(bf.path, LineIndex(checkpoints=fs.checkpoints, lines=fs.lines, known=dict(fs.offsets)))
         result.tails[bf.path] = [(n, canonical_line(raw, bundle.limits.max_line_bytes)) for n, raw in fs.tail]
         if bf.kind == "telemetry":
             _telemetry(bundle, bf.path, bf.host, fs.lines, ids, result)

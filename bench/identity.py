@@ -1,0 +1,116 @@
+"""Same answers before and after: ``diagnose --json`` (``stats.seconds`` zeroed) on every shipped bundle.
+
+Usage: python bench/identity.py [--base COMMIT] [--prefix "speed (issue 16):"] [BUNDLE ...]
+
+"Before" is the working tree with the commits whose message starts with ``--prefix`` reverted (their
+patches applied in reverse to a copy of ``crashcart/``), so that work others commit in parallel (rules,
+reports) is the same on both sides and only this change is compared. Without BUNDLE arguments it runs
+every ``incidents/*/`` (including ``incidents/real/*/`` and ``incidents/torch/*/`` when present) and
+every ``tests/data/foreign`` bundle. Prints one line per difference and a summary; exit 1 on any.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+OWN = [  # the files this change edits (others edit the rest of the working tree in parallel)
+    "crashcart/scan/run.py",
+    "crashcart/scan/reader.py",
+    "crashcart/scan/findings.py",
+    "crashcart/ingest/bundle.py",
+    "crashcart/ingest/extract.py",
+    "crashcart/ingest/archive.py",
+]
+
+
+def bundles() -> list[Path]:
+    out: list[Path] = []
+    inc = ROOT / "incidents"
+    for d in sorted(inc.iterdir()):
+        if d.name in ("real", "torch"):
+            out += sorted(x for x in d.iterdir() if x.is_dir())
+        elif d.is_dir():
+            out.append(d)
+    foreign = ROOT / "tests" / "data" / "foreign"
+    out += sorted(x for x in foreign.iterdir() if x.name != "README.md" and not x.name.endswith(".expected.json"))
+    return out
+
+
+def before_tree(prefix: str, dest: Path) -> int:
+    """A copy of ``crashcart/`` with the commits starting with ``prefix`` reverted; how many were."""
+    shutil.copytree(ROOT / "crashcart", dest / "crashcart", ignore=shutil.ignore_patterns("__pycache__"))
+    log = subprocess.run(
+        ["git", "log", "--format=%H%x00%s", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.splitlines()
+    mine = [h for h, _, s in (line.partition("\0") for line in log) if s.startswith(prefix)]
+    for commit in mine:  # newest first: reverse each patch in turn
+        patch = subprocess.run(
+            ["git", "show", "--format=", commit, "--", *OWN], cwd=ROOT, capture_output=True, check=True
+        ).stdout
+        if patch.strip():
+            subprocess.run(["git", "apply", "-R", "--directory=.", "-"], cwd=dest, input=patch, check=True)
+    # uncommitted edits to this change's own files are "after" only: revert them too (others' stay on both sides)
+    diff = subprocess.run(["git", "diff", "HEAD", "--", *OWN], cwd=ROOT, capture_output=True, check=True).stdout
+    if diff.strip():
+        subprocess.run(["git", "apply", "-R", "-"], cwd=dest, input=diff, check=True)
+    return len(mine)
+
+
+def run(bundle: Path, pythonpath: str | None, tmp: Path) -> str:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CRASHCART_")}  # noqa: TID251 (child env)
+    work = Path(tempfile.mkdtemp(dir=tmp))
+    env.update(CRASHCART_DB=str(work / "db.sqlite"), CRASHCART_WORK_DIR=str(work / "work"))
+    if pythonpath:
+        env["PYTHONPATH"] = pythonpath
+    proc = subprocess.run(
+        [sys.executable, "-m", "crashcart", "diagnose", str(bundle), "--json", "--no-store"],
+        capture_output=True,
+        env=env,
+        cwd=tmp,
+        check=False,
+    )
+    shutil.rmtree(work, ignore_errors=True)
+    if proc.returncode != 0:
+        return f"exit {proc.returncode}: {proc.stderr.decode(errors='replace').strip()[-300:]}"
+    doc = json.loads(proc.stdout)
+    doc["stats"]["seconds"] = 0.0
+    return json.dumps(doc, sort_keys=True)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("bundles", nargs="*", type=Path)
+    p.add_argument("--prefix", default="speed (issue 16):")
+    p.add_argument("--jobs", type=int, default=2)
+    a = p.parse_args()
+    todo = [b.resolve() for b in a.bundles] or bundles()
+    with tempfile.TemporaryDirectory(prefix="crashcart-identity-") as d:
+        tmp = Path(d)
+        reverted = before_tree(a.prefix, tmp / "before")
+        with ThreadPoolExecutor(a.jobs) as pool:
+            before = list(pool.map(lambda b: run(b, str(tmp / "before"), tmp), todo))
+            after = list(pool.map(lambda b: run(b, str(ROOT), tmp), todo))
+    differ = [b for b, x, y in zip(todo, before, after, strict=True) if x != y]
+    for b in differ:
+        print(f"DIFFERS: {b.relative_to(ROOT) if b.is_relative_to(ROOT) else b}")
+    failed = sum(x.startswith("exit ") for x in after)
+    print(
+        f"{len(todo) - len(differ)}/{len(todo)} bundles identical (diagnose --json, stats.seconds zeroed); "
+        f"{reverted} commits reverted for 'before'; {failed} exit non-zero on both sides alike"
+        if not differ
+        else f"{len(differ)}/{len(todo)} bundles differ"
+    )
+    sys.exit(1 if differ else 0)
+
+
+if __name__ == "__main__":
+    main()
