@@ -337,3 +337,18 @@ def test_a_py_spy_dump_pasted_without_its_process_headers(tmp_path: Path) -> Non
         bundle.close()
     assert [f.class_id for f in found] == ["rank_hang_or_missing_rank"]
     assert "read (serialization.py" in found[0].summary
+
+
+def test_a_job_that_never_trained_and_lost_its_peer_over_ipoib_is_a_bootstrap_config_failure() -> None:
+    from crashcart.reduce.smells import interface_failure
+
+    oob = finding("nccl.interface_in_use", "node-1:51:51 [0] NCCL INFO Bootstrap : Using ib0:192.168.100.11<0>", line=2)
+    peer = finding(
+        "nccl.connection_closed",
+        "node-1:51:90 [0] misc/socket.cc:538 NCCL WARN Net : Connection closed by remote peer node-2<40127>",
+        line=9,
+    )
+    got = interface_failure([oob, peer], Topology())
+    assert got is not None and got[0] is peer and [s.kind for s in got[1]] == ["ipoib"]
+    step = finding("training.step_loss", "step 100/1000 loss 2.31", line=5)
+    assert interface_failure([oob, step, peer], Topology()) is None  # it trained over that interface

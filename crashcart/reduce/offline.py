@@ -47,7 +47,13 @@ from crashcart.reduce.hangs import (
     trusted_times,
     waits,
 )
-from crashcart.reduce.smells import CONNECT_CLASSES, interface_smells, master_addr_smell
+from crashcart.reduce.smells import (
+    CONNECT_CLASSES,
+    SMELL_SCORE,
+    interface_failure,
+    interface_smells,
+    master_addr_smell,
+)
 from crashcart.reduce.verdict import no_failure
 from crashcart.verify import gpu_named, node_named, rank_named
 
@@ -153,6 +159,17 @@ def _add_smells(cands: list[Candidate], findings: list[Finding], topo: Topology)
             c.findings.append(smell.finding.model_copy(update={"class_id": c.class_id, "fields": fields}))
             c.reasons.append(smell.why)
             c.score += SMELL_BONUS
+    got = interface_failure(findings, topo)
+    if got is not None and not any(c.class_id == "nccl_init_bootstrap_failure" for c in cands):
+        failure, smells = got
+        lead = failure.model_copy(update={"class_id": "nccl_init_bootstrap_failure", "role": "root_candidate"})
+        c = Candidate("nccl_init_bootstrap_failure", [lead], [], score=SMELL_SCORE)
+        c.lead = lead
+        for smell in smells:
+            fields = {**smell.finding.fields, "_smell": smell.kind}
+            c.findings.append(smell.finding.model_copy(update={"class_id": c.class_id, "fields": fields}))
+            c.reasons.append(smell.why)
+        cands.append(c)
 
 
 SMELL_BONUS = 6.0

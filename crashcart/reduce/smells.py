@@ -97,3 +97,28 @@ def master_addr_smell(findings: list[Finding], failures: list[Finding]) -> Smell
             why = f"the job was launched with MASTER_ADDR={master}, but the failing connection went to {host}"
             return Smell(launched[0], why, "master_addr")
     return None
+
+
+SMELL_SCORE = 45.0  # a connection failure and the interface that explains it, when no candidate names the failure
+_PROGRESS = frozenset({"training.step_loss", "megatron.iteration", "training.hf_log", "progress.iteration_time"})
+
+
+def interface_failure(findings: list[Finding], topo: Topology) -> tuple[Finding, list[Smell]] | None:
+    """A job that never trained and failed to connect (a symptom-level socket, bootstrap or peer error) over an
+    interface that cannot carry it: the configuration is the root (TAXONOMY class 8, network/config)."""
+    if any(f.signature in _PROGRESS for f in findings):
+        return None  # it trained: the interface carried it, and a later connection error has another story
+    failures = [
+        f
+        for f in findings
+        if f.class_id in CONNECT_CLASSES and f.role != "context" and _SOCKET_ERROR.search(f.evidence[0].text)
+    ]
+    if not failures:
+        return None
+    timed = [f for f in failures if f.time is not None]
+    if timed:
+        first = min(timed, key=lambda f: (f.time, f.evidence[0].file, f.evidence[0].line))
+    else:
+        first = min(failures, key=lambda f: (f.evidence[0].file, f.evidence[0].line))
+    smells = [s for s in interface_smells(findings, topo, first.evidence[0].text) if s.kind != "master_addr"]
+    return (first, smells) if smells else None
