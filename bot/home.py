@@ -14,6 +14,7 @@ from typing import Any
 
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot import messages as msg
 from bot.approvers import SLACK_LOOKUP_ERRORS
 from bot.blocks import context, header, section, title
 from bot.mrkdwn import channel_link, date, escape, link, permalink
@@ -90,18 +91,18 @@ def _line(entry: HomeEntry, workspace_url: str) -> str:
 
 
 def home_view(entries: list[HomeEntry], *, approver: bool, workspace_url: str) -> dict[str, Any]:
-    blocks: list[dict[str, Any]] = [header("CrashCart"), section("*Open incidents in your channels*")]
+    blocks: list[dict[str, Any]] = [header("CrashCart"), section(msg.HOME_OPEN)]
     if entries:
         blocks += [section(_line(e, workspace_url)) for e in entries]
     else:
-        blocks.append(context("No open incidents in the channels you are in."))
-    blocks.append(section("*Runbooks awaiting your approval*"))
+        blocks.append(context(msg.HOME_NONE_OPEN))
+    blocks.append(section(msg.HOME_AWAITING))
     if not approver:
-        blocks.append(context("You are not a runbook approver."))
+        blocks.append(context(msg.HOME_NOT_APPROVER))
     else:
         waiting = [e for e in entries if e.steps]
-        blocks += [section(_line(e, workspace_url)) for e in waiting] or [context("Nothing awaits your approval.")]
-    blocks.append(context("Runbooks are dry-run plans: CrashCart never executes them. `/crashcart help` has the rest."))
+        blocks += [section(_line(e, workspace_url)) for e in waiting] or [context(msg.HOME_NOTHING_AWAITS)]
+    blocks.append(context(msg.HOME_FOOTER))
     return {"type": "home", "blocks": blocks[:100]}
 
 

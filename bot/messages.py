@@ -88,6 +88,14 @@ EARLIER_THREAD = "the earlier thread"
 RERUN = "Re-run"
 RERUN_BY = "🔁 Re-run asked for by {user}."
 
+# the Home tab
+HOME_OPEN = "*Open incidents in your channels*"
+HOME_NONE_OPEN = "No open incidents in the channels you are in."
+HOME_AWAITING = "*Runbooks awaiting your approval*"
+HOME_NOT_APPROVER = "You are not a runbook approver."
+HOME_NOTHING_AWAITS = "Nothing awaits your approval."
+HOME_FOOTER = "Runbooks are dry-run plans: CrashCart never executes them. `/crashcart help` has the rest."
+
 # status line
 STATUS_WAITING = "⏳ Analysing {name}{size}… waiting for a free worker ({ahead} ahead)."
 STATUS_STARTING = "⏳ Analysing {name}{size}…"

@@ -161,3 +161,36 @@ def test_no_module_is_too_long() -> None:
 @pytest.mark.parametrize(("seconds", "shown"), [(0.5, "0.5"), (0.25, "0.25"), (3.0, "3"), (9.999, "10"), (600, "600")])
 def test_timeouts_are_shown_sensibly(seconds: float, shown: str) -> None:
     assert human_seconds(seconds) == shown
+
+
+@pytest.mark.parametrize(
+    ("raw", "shown"),
+    [
+        ("<!channel> & <@U1>", "&lt;!channel&gt; &amp; &lt;@U1&gt;"),
+        ("*bold* _it_ ~s~ `c`", "∗bold∗ ＿it＿ ∼s∼ ʹcʹ"),
+        ("rank_27.out nccl_watchdog_timeout", "rank_27.out nccl_watchdog_timeout"),  # inside words: as typed
+        ("token xoxb-1234-5678-abcdefghijkl", "token «redacted:slack_token:"),
+    ],
+    ids=["tokens", "markers", "underscores-in-words", "secrets"],
+)
+def test_escape(raw: str, shown: str) -> None:
+    assert escape(raw).startswith(shown)
+
+
+def test_code_keeps_commands_copyable() -> None:
+    from bot.mrkdwn import code
+
+    assert code("ls *_x_* > out && echo `id`") == "`ls *_x_* &gt; out &amp;&amp; echo ʹidʹ`"
+
+
+def test_no_message_holds_link_syntax() -> None:
+    """Slack reads <...> as a link or a mention: the bot's own sentences write placeholders as ‹job-id›."""
+    import re
+
+    import bot.messages as messages
+
+    texts = {k: v for k, v in vars(messages).items() if k.isupper() and isinstance(v, str)}
+    assert len(texts) > 40
+    for name, text in texts.items():
+        assert not re.search(r"<(?![@!#])", text), name
+        assert "CRASHCART_" not in text, name  # operators' variable names are logged, not shown
