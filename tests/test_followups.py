@@ -56,6 +56,22 @@ def test_last_error_inline_and_unknown_detail_is_kept(tmp_path: Path, settings: 
     assert head.class_id == "nccl_remote_peer_failure"
 
 
+def test_a_dataloader_workers_original_error_names_the_cause(tmp_path: Path, settings: Settings) -> None:
+    # torch/_utils.py ExceptionWrapper.reraise: "Caught <E> in DataLoader worker process <n>." + "Original <tb>"
+    text = (
+        "[rank0]: RuntimeError: Caught RuntimeError in DataLoader worker process 0.\n"
+        "[rank0]: Original Traceback (most recent call last):\n"
+        '[rank0]:   File "/x/torch/utils/data/_utils/worker.py", line 374, in _worker_loop\n'
+        "[rank0]:     data = fetcher.fetch(index)\n"
+        "[rank0]: RuntimeError: unable to allocate shared memory(shm) for file </torch_1_2_0>: No space left on "
+        "device (28)\n"
+    )
+    found = _scan(tmp_path, settings, {"rank0.log": text})
+    head = next(f for f in found if f.evidence[0].line == 1)
+    assert head.class_id == "dataloader_worker_failure"
+    assert head.fields["worker_error"].startswith("RuntimeError: unable to allocate shared memory")
+
+
 XID_CHAIN = (
     "[ 10.1] NVRM: Xid (PCI:0000:48:00): 74, pid=22884, name=python, NVLink: fatal error detected on link 8\n"
     "[ 10.2] NVRM: Xid (PCI:0000:48:00): 45, pid=22884, name=python, channel 0x0000000a\n"

@@ -3,10 +3,11 @@
 Input: the findings ``build_findings`` made for one file, the catalogue and the bundle (to read lines back).
 Output: the same findings, refined, plus any new ones, in line order. Pure apart from reading bundle lines.
 
-- ``Last error:`` stitching. PyTorch's c10d prints NCCL's ``ncclGetLastError`` text after its own line
-  (``NCCL error in: ...``, ``ncclUnhandledCudaError: ...``, then ``Last error:`` and the detail, on the same or
-  the next line; torch/csrc/distributed/c10d/NCCLUtils). The detail is the real clue: it joins the finding, and
-  when the catalogue knows it as a more specific cause, the finding takes that class.
+- ``Last error:`` stitching, and a DataLoader worker's ``Original Traceback`` (re-raised by torch/_utils.py).
+  PyTorch's c10d prints NCCL's ``ncclGetLastError`` text after its own line (``NCCL error in: ...``,
+  ``ncclUnhandledCudaError: ...``, then ``Last error:`` and the detail, on the same or the next line;
+  torch/csrc/distributed/c10d/NCCLUtils). The detail is the real clue: it joins the finding, and when the
+  catalogue knows it as a more specific cause, the finding takes that class.
 - Xid chains (NVRM, open-gpu-kernel-modules ``krcReportXid``): an Xid line ending ``caused by previous Xid N``
   is a consequence and promotes the earlier Xid N on that GPU; the summary Xid 154 (``GPU recovery action
   changed ... to 0x1 (GPU Reset Required)``) is a fallback root, carrying its PCI id, when no other Xid on that
@@ -33,6 +34,8 @@ from crashcart.text import prefix
 
 _LAST_ERROR = re.compile(r"\bLast error:\s*(?P<rest>.*)$")
 _LOOK_AHEAD = 3  # "Last error:" follows the error line within this many lines
+_WORKER_WRAPPER = "dataloader.worker_exception"
+_WORKER_TRACE_MAX = 80  # lines of a worker's original traceback
 _MIN_DETAIL_PRIORITY = 55
 _CAUSED_BY = re.compile(r"caused by previous Xid (?P<xid>\d+)", re.IGNORECASE)
 _RECOVERY = re.compile(r"recovery action changed from .* to 0x[0-9a-fA-F]+ \((?P<action>[^)]*)\)")
@@ -68,36 +71,20 @@ def refine(
 def _stitch_last_error(
     cat: Catalogue, bundle: Bundle, bf: BundleFile, f: Finding, evidence_id: Callable[[], str]
 ) -> Finding:
+    """The detail behind a wrapper line: NCCL's ``Last error:`` or a DataLoader worker's original exception."""
     if f.role == "context" or f.source != "rule" or f.evidence[0].end_line is not None:
         return f
-    if not (f.signature.startswith(("nccl.", "cuda.", "generic.")) or "NCCL" in f.evidence[0].text):
-        return f
     head = f.evidence[0]
-    lines = bundle.read_lines(bf.path, head.line, head.line + _LOOK_AHEAD + 2)
-    if not lines:
+    if f.signature == _WORKER_WRAPPER:
+        found, key, label = _original_exception(bundle, bf, head.line), "worker_error", "DataLoader worker"
+    elif f.signature.startswith(("nccl.", "cuda.", "generic.")) or "NCCL" in head.text:
+        found, key, label = _last_error(bundle, bf, head.line), "last_error", "NCCL's last error behind"
+    else:
         return f
-    want = prefix.view(lines[0]).rank
-    detail: str | None = None
-    detail_at = 0
-    for offset, text in enumerate(lines[: _LOOK_AHEAD + 1]):
-        view = prefix.view(text)
-        if view.rank != want:
-            continue
-        m = _LAST_ERROR.search(view.rest)
-        if m is None:
-            continue
-        if m.group("rest").strip():
-            detail, detail_at = m.group("rest").strip(), offset
-        else:
-            for later, nxt in enumerate(lines[offset + 1 :], start=offset + 1):
-                body = prefix.view(nxt).rest.strip()
-                if body:
-                    detail, detail_at = body, later
-                    break
-        break
-    if detail is None:
+    if found is None:
         return f
-    fields = {**f.fields, "last_error": detail[:300]}
+    detail, detail_at, lines = found
+    fields = {**f.fields, key: detail[:300]}
     evidence = list(f.evidence)
     if detail_at > 0:
         span = lines[: detail_at + 1]
@@ -112,14 +99,66 @@ def _stitch_last_error(
                 "class_id": s.class_id,
                 "role": s.role,
                 "severity": s.severity,
-                "summary": f"{cat.summarize(best, detail_fields)} (NCCL's last error behind: {f.summary})",
-                "fields": {**fields, "_last_error_signature": s.id},
+                "summary": f"{cat.summarize(best, detail_fields)} ({label}: {f.summary})",
+                "fields": {**fields, "_detail_signature": s.id},
                 "evidence": evidence,
             }
         )
     return f.model_copy(
-        update={"summary": f"{f.summary}; last error: {detail[:200]}", "fields": fields, "evidence": evidence}
+        update={
+            "summary": f"{f.summary}; {key.replace('_', ' ')}: {detail[:200]}",
+            "fields": fields,
+            "evidence": evidence,
+        }
     )
+
+
+def _last_error(bundle: Bundle, bf: BundleFile, line: int) -> tuple[str, int, list[str]] | None:
+    """(detail, its offset from ``line``, the lines read) of a ``Last error:`` within a few lines."""
+    lines = bundle.read_lines(bf.path, line, line + _LOOK_AHEAD + 2)
+    if not lines:
+        return None
+    want = prefix.view(lines[0]).rank
+    for offset, text in enumerate(lines[: _LOOK_AHEAD + 1]):
+        view = prefix.view(text)
+        if view.rank != want:
+            continue
+        m = _LAST_ERROR.search(view.rest)
+        if m is None:
+            continue
+        if m.group("rest").strip():
+            return m.group("rest").strip(), offset, lines
+        for later, nxt in enumerate(lines[offset + 1 :], start=offset + 1):
+            body = prefix.view(nxt).rest.strip()
+            if body:
+                return body, later, lines
+        return None
+    return None
+
+
+def _original_exception(bundle: Bundle, bf: BundleFile, line: int) -> tuple[str, int, list[str]] | None:
+    """The final exception line of the ``Original Traceback`` that torch's ExceptionWrapper.reraise prints
+    after ``Caught <E> in DataLoader worker process <n>.`` (torch/_utils.py)."""
+    lines = bundle.read_lines(bf.path, line, line + _WORKER_TRACE_MAX)
+    if not lines:
+        return None
+    want = prefix.view(lines[0]).rank
+    indent: int | None = None  # of the "Original Traceback" header; the exception line is as deep
+    for offset, text in enumerate(lines[1:], start=1):
+        view = prefix.view(text)
+        if view.rank != want:
+            continue
+        body = view.rest
+        depth = len(body) - len(body.lstrip())
+        if indent is None:
+            if body.lstrip().startswith("Original Traceback"):
+                indent = depth
+            elif offset > 2:
+                return None
+            continue
+        if body.strip() and depth <= indent:
+            return body.strip(), offset, lines
+    return None
 
 
 def _best_signature(cat: Catalogue, text: str) -> int | None:
