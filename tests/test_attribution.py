@@ -255,3 +255,20 @@ def test_the_lost_peer_is_offered_as_the_suspect(tmp_path: Path, settings: Setti
     }
     out = _run(_write(tmp_path / "b", logs), settings)
     assert any("suspect: the peer at 10.1.1.7 (node gpu47)" in r for r in out.document.reasoning)
+
+
+def test_output_under_a_shell_prompt_is_the_prompts_host(tmp_path: Path, settings: Settings) -> None:
+    paste = (
+        "root@gpu47:~# dmesg -T | grep -i xid\n"
+        "[Mon Dec  1 20:06:18 2026] NVRM: Xid (PCI:0000:18:00): 79, pid=0, GPU has fallen off the bus.\n"
+    )
+    out = _run(_write(tmp_path / "b", {"paste.txt": paste}), settings)
+    assert out.document.root_cause.culprit.node == "gpu47"
+
+
+def test_a_single_pasted_files_name_is_not_a_node(tmp_path: Path, settings: Settings) -> None:
+    line = "[155044.078590] NVRM: Xid (PCI:0000:06:00): 79, GPU has fallen off the bus.\n"
+    out = _run(_write(tmp_path / "b", {"gpu-node-017.log": line}), settings)
+    assert out.document.root_cause.culprit.node is None
+    out = _run(_write(tmp_path / "c", {"gpu-node-017/dmesg.log": line, "gpu-node-018/dmesg.log": ""}), settings)
+    assert out.document.root_cause.culprit.node == "gpu-node-017"  # a collector's folder does name the node

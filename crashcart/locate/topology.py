@@ -32,6 +32,12 @@ _LAUNCHER_RANK = re.compile(
 _IPV4 = re.compile(r"(?:\d{1,3}\.){3}\d{1,3}")
 
 
+def _single_paste(files: list[BundleFile]) -> bool:
+    """One log file and nothing else: its name is whatever the person who pasted it chose."""
+    logs = [bf for bf in files if bf.kind in {"rank_log", "combined_log", "kernel_log", "log", "scheduler"}]
+    return len(logs) == 1 and "/" not in logs[0].path
+
+
 def launcher_rank(text: str) -> int | None:
     """The global rank a launcher prefix names (``(VllmWorker rank=1 pid=7) ``, ``[rank=3] ``), if any."""
     m = _LAUNCHER_RANK.search(prefix.view(text).rest)
@@ -207,6 +213,7 @@ def attribute(findings: list[Finding], topo: Topology, files: list[BundleFile] |
     prefix. A native crash nobody's prefix claims belongs to the one worker torchrun saw die of a signal.
     """
     files = files or []
+    pasted = _single_paste(files)
     by_node_gpu = {(i.node, i.gpu): r for r, i in topo.ranks.items() if i.node and i.gpu}
     aliases = node_aliases(findings, topo.nodes)
     rank_nodes = tuple(sorted({i.node for i in topo.ranks.values() if i.node}, key=len, reverse=True))
@@ -249,8 +256,8 @@ def attribute(findings: list[Finding], topo: Topology, files: list[BundleFile] |
         info = topo.ranks.get(f.rank) if f.rank is not None else None
         if f.node is None and info is not None and info.node:
             update["node"] = info.node
-        elif f.node is None and f.fields.get("_file_host"):
-            update["node"] = f.fields["_file_host"]
+        elif f.node is None and f.fields.get("_file_host") and not pasted:
+            update["node"] = f.fields["_file_host"]  # (a single pasted file's name is not a node's)
         if f.rank is None and f.node and f.gpu and (f.node, f.gpu) in by_node_gpu:
             update["rank"] = by_node_gpu[(f.node, f.gpu)]
         elif f.rank is None and f.node and (f.fields.get("gpu", "").isdigit() or (f.gpu or "").isdigit()):
@@ -261,6 +268,7 @@ def attribute(findings: list[Finding], topo: Topology, files: list[BundleFile] |
                 update["rank"] = hit[0]
         out.append(f.model_copy(update=update) if update else f)
     out = _summary_entries(out, guessed)
+    out = _under_prompts(out)
     if len(crash_ranks) == 1:  # the worker that died of a signal printed the crash lines nobody claims
         crashed = next(iter(crash_ranks))
         out = [
@@ -283,6 +291,25 @@ def local_to_global(topo: Topology) -> dict[int, int]:
         return {}  # two ranks share a local rank: more than one node after all
     for r in topo.ranks:
         out.setdefault(r, r)
+    return out
+
+
+def _under_prompts(findings: list[Finding]) -> list[Finding]:
+    """Output pasted under a shell prompt ("root@gpu47:~# nvidia-smi") ran on the prompt's host."""
+    prompts: dict[str, list[tuple[int, str]]] = defaultdict(list)
+    for f in findings:
+        host = f.fields.get("host", "")
+        if f.signature == "shell.prompt" and host not in _LOOPBACK and prefix.looks_like_host(host):
+            prompts[f.evidence[0].file].append((f.evidence[0].line, host))
+    if not prompts:
+        return findings
+    out: list[Finding] = []
+    for f in findings:
+        ev = f.evidence[0]
+        above = [h for n, h in prompts.get(ev.file, []) if n < ev.line]
+        if f.node is None and f.signature != "shell.prompt" and above:
+            f = f.model_copy(update={"node": above[-1]})
+        out.append(f)
     return out
 
 

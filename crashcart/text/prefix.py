@@ -47,7 +47,7 @@ _NOT_HOST = re.compile(
       |v|ver|version|rc|py|cp|epoch|step|iter|iteration|layer|layers|batch|rank|loss|lr|top|stage
       |phase|block|shard|part|chunk|process|proc|thread|task|job|slurm
     )[_-]?\d+(?:[._-]?[a-z]?\d+)*
-    | (?:gpu|cpu|hpu|npu|xpu|cuda)\d{1,2}     # gpu0 .. gpu15 are devices
+    | (?:gpu|cpu|hpu|npu|xpu|cuda)(?:1[0-5]|\d)  # gpu0 .. gpu15 are devices; gpu46 is a host (no node has 47)
     | [a-z]+[_-]\d{5,}                        # slurm-123456, job_1234567: ids, not hosts
     | c10d?|k8s|h5py|e2e|s3|ec2|ipv[46]|x509|oauth2|l[123]|md5|sha1|p2p|mp[34]|utf8|w2v|r2d2
     """
