@@ -15,6 +15,7 @@ import shutil
 import sys
 import textwrap
 import traceback
+from collections.abc import Callable
 from difflib import get_close_matches
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -77,25 +78,21 @@ class _Parser(argparse.ArgumentParser):
         raise SystemExit(2)
 
 
-def _count(text: str) -> int:
-    """A whole number of at least 1 (argparse type)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be 1 or more, not {value}")
-    return value
+def _whole(low: int, high: int) -> Callable[[str], int]:
+    """An argparse type: a whole number from ``low`` to ``high``."""
 
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be {low} or more, not {value}")
+        if value > high:
+            raise argparse.ArgumentTypeError(f"must be at most {high:,}, not {value:,}")
+        return value
 
-def _seed(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, not {value}")
-    return value
+    return parse
 
 
 def _synth_help() -> tuple[list[str], list[str], str]:
@@ -143,7 +140,7 @@ def _parser(plugins: list[Plugin], *, synth: bool = False) -> argparse.ArgumentP
         "opened and scanned on this machine (default: CRASHCART_RAY_ADDRESS, else no Ray)",
     )
     ls = cmd("list", "recent incidents")
-    ls.add_argument("--limit", type=_count, default=20, metavar="N", help="how many to show")
+    ls.add_argument("--limit", type=_whole(1, 100_000), default=20, metavar="N", help="how many to show")
     sh = cmd("show", "show a stored incident")
     sh.add_argument("id", metavar="ID", help="an incident id (or its start) from crashcart list")
     sh.add_argument("--json", action="store_true", help="print its diagnosis.json")
@@ -181,9 +178,11 @@ def _parser(plugins: list[Plugin], *, synth: bool = False) -> argparse.ArgumentP
     )
     sy.add_argument("cls", metavar="CLASS", help="a failure class id (listed below)")
     sy.add_argument("--out", type=Path, required=True, metavar="DIR", help="a new or empty directory")
-    sy.add_argument("--ranks", type=_count, default=8, metavar="N", help="ranks in the job")
-    sy.add_argument("--nodes", type=_count, default=2, metavar="M", help="nodes in the job")
-    sy.add_argument("--seed", type=_seed, default=0, metavar="S", help="random seed (same seed, same bytes)")
+    sy.add_argument("--ranks", type=_whole(1, 65_536), default=8, metavar="N", help="ranks in the job")
+    sy.add_argument("--nodes", type=_whole(1, 8_192), default=2, metavar="M", help="nodes in the job")
+    sy.add_argument(
+        "--seed", type=_whole(0, 2**32 - 1), default=0, metavar="S", help="random seed (same seed, same bytes)"
+    )
     sy.add_argument("--layout", default=None, metavar="LAYOUT", help="bundle layout (listed below)")
     sy.set_defaults(classes=classes, layouts=layouts)
     for plugin in plugins:
@@ -234,8 +233,8 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     except Exception:  # the CLI edge: one of the two places allowed to catch everything
-        err.print("[bold red]internal error[/] (please report it with this trace):")
-        err.print(traceback.format_exc(), markup=False, highlight=False)
+        trace = traceback.format_exc().encode("utf-8", "backslashreplace").decode("utf-8")
+        sys.stderr.write(f"internal error (please report it with this trace):\n{trace}")
         return 1
 
 
@@ -321,7 +320,7 @@ def _synth(args: argparse.Namespace, err: Console) -> int:
         synthesize(args.cls, args.out, ranks=args.ranks, nodes=args.nodes, seed=args.seed, layout=args.layout)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    err.print(f"wrote a {args.cls} incident ({args.ranks} ranks on {args.nodes} nodes) to {args.out}", markup=False)
+    _fail(f"wrote a {args.cls} incident ({args.ranks} ranks on {args.nodes} nodes) to {args.out}")
     return 0
 
 

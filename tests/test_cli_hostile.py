@@ -88,8 +88,8 @@ def test_hostile_arguments_never_show_a_traceback(
 ) -> None:
     argv = data.draw(commands(places))
     code = main(argv)
-    out, err = capsys.readouterr()
-    assert "Traceback" not in err + out and "internal error" not in err, (argv, err)
+    _, err = capsys.readouterr()
+    assert "Traceback" not in err and "internal error" not in err, (argv, err)  # stdout may quote a log's traceback
     assert code in (0, 2), (argv, code, err)
     if code == 2:
         lines = err.strip().splitlines()
