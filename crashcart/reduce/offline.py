@@ -514,7 +514,7 @@ def _unknown(
     clue = cands[0].first.evidence[0].id if cands else None
     culprit = Culprit()
     root_ids = [clue] if clue else []
-    if cands and len(cands[0].nodes) == 1:
+    if cands and (len(cands[0].nodes) == 1 or (not cands[0].nodes and len(cands[0].ranks) == 1)):
         culprit = _culprit(cands[0], topo, findings)  # where it happened is known even when why is not
         registry = {ev.id: ev for f in findings for ev in f.evidence}
         cited = [registry[i] for i in root_ids if i in registry]
