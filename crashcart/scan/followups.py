@@ -35,6 +35,8 @@ from crashcart.text import prefix
 _LAST_ERROR = re.compile(r"\bLast error:\s*(?P<rest>.*)$")
 _LOOK_AHEAD = 3  # "Last error:" follows the error line within this many lines
 _WORKER_WRAPPER = "dataloader.worker_exception"
+_STITCH_BUDGET = 64
+_NOT_WRAPPERS = frozenset({"nccl.error_return_trace", "nccl.comm_init", "nccl.version"})  # never followed by one
 _WORKER_TRACE_MAX = 80  # lines of a worker's original traceback
 _MIN_DETAIL_PRIORITY = 55
 _CAUSED_BY = re.compile(r"caused by previous Xid (?P<xid>\d+)", re.IGNORECASE)
@@ -58,7 +60,8 @@ def refine(
 
     ``make(signature index, head line text, evidence, fields)`` builds a numbered finding the way the scanner
     does; ``evidence_id()`` numbers an extra evidence span."""
-    out = [_stitch_last_error(cat, bundle, bf, f, evidence_id) for f in findings]
+    budget = [_STITCH_BUDGET]  # look-aheads per file: a log with thousands of NCCL lines pays for a few only
+    out = [_stitch_last_error(cat, bundle, bf, f, evidence_id, budget) for f in findings]
     out = _xid_chains(cat, out)
     out.extend(_loss_scale_trend(cat, bundle, bf, out, make))
     out = wrapped.add_wrapped(cat, bundle, bf, out, make)
@@ -69,10 +72,12 @@ def refine(
 
 
 def _stitch_last_error(
-    cat: Catalogue, bundle: Bundle, bf: BundleFile, f: Finding, evidence_id: Callable[[], str]
+    cat: Catalogue, bundle: Bundle, bf: BundleFile, f: Finding, evidence_id: Callable[[], str], budget: list[int]
 ) -> Finding:
     """The detail behind a wrapper line: NCCL's ``Last error:`` or a DataLoader worker's original exception."""
-    if f.role == "context" or f.source != "rule" or f.evidence[0].end_line is not None:
+    if f.role == "context" or f.source != "rule" or f.evidence[0].end_line is not None or budget[0] <= 0:
+        return f
+    if f.signature in _NOT_WRAPPERS:
         return f
     head = f.evidence[0]
     if f.signature == _WORKER_WRAPPER:
@@ -81,6 +86,7 @@ def _stitch_last_error(
         found, key, label = _last_error(bundle, bf, head.line), "last_error", "NCCL's last error behind"
     else:
         return f
+    budget[0] -= 1
     if found is None:
         return f
     detail, detail_at, lines = found
