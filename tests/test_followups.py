@@ -129,6 +129,21 @@ def test_overflow_skips_running_to_the_end_are_a_root(tmp_path: Path, settings: 
     assert any("_trend" in f.fields and "end of the log" in f.summary for f in found)
 
 
+def test_megatron_loss_scale_falling_to_one_is_a_root(tmp_path: Path, settings: Settings) -> None:
+    # megatron/training/training.py training_log: "iteration N/ T | ... | loss scale: S | ... | number of skipped
+    # iterations: K |"
+    text = (
+        "".join(
+            f" iteration {10 * i}/ 1000 | consumed samples: {640 * i} | lm loss: 7.1E+00 | loss scale: {s:.1f} | "
+            f"grad norm: 1.0 | number of skipped iterations:  10 | number of nan iterations:   0 |\n"
+            for i, s in enumerate([4096, 512, 64, 8, 1])
+        )
+        + "tail line\n" * 60
+    )
+    found = _scan(tmp_path, settings, {"main_log.txt": text})
+    assert any("_trend" in f.fields and "4096 to 1" in f.summary for f in found)
+
+
 def test_a_few_skips_early_in_training_are_not_a_trend(tmp_path: Path, settings: Settings) -> None:
     text = _deepspeed_skips([65536, 32768, 16384]) + "iteration 10 loss 1.5\n" * 80
     found = _scan(tmp_path, settings, {"train.log": text})
