@@ -18,7 +18,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -57,7 +56,7 @@ def before_tree(prefix: str, dest: Path) -> int:
             ["git", "show", "--format=", commit, "--", *OWN], cwd=ROOT, capture_output=True, check=True
         ).stdout
         if patch.strip():
-            subprocess.run(["git", "apply", "-R", "--directory=.", "-"], cwd=dest, input=patch, check=True)
+            subprocess.run(["git", "apply", "-R", "-"], cwd=dest, input=patch, check=True)
     # uncommitted edits to this change's own files are "after" only: revert them too (others' stay on both sides)
     diff = subprocess.run(["git", "diff", "HEAD", "--", *OWN], cwd=ROOT, capture_output=True, check=True).stdout
     if diff.strip():
@@ -65,40 +64,61 @@ def before_tree(prefix: str, dest: Path) -> int:
     return len(mine)
 
 
-def run(bundle: Path, pythonpath: str | None, tmp: Path) -> str:
+def child(out: Path, todo: list[str]) -> None:
+    """``--child``: diagnose every bundle in this one process (imports paid once), one JSON line each."""
+    import contextlib
+    import io
+
+    from crashcart.cli import main as cli
+
+    with out.open("w") as fh:
+        for bundle in todo:
+            buf = io.StringIO()
+            with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(io.StringIO()):
+                try:
+                    code = cli(["diagnose", bundle, "--json", "--no-store"])
+                except SystemExit as exc:
+                    code = exc.code if isinstance(exc.code, int) else 1
+            if code != 0:
+                fh.write(json.dumps(f"exit {code}") + "\n")
+                continue
+            doc = json.loads(buf.getvalue())
+            doc["stats"]["seconds"] = 0.0
+            fh.write(json.dumps(json.dumps(doc, sort_keys=True)) + "\n")
+
+
+def run_all(todo: list[Path], pythonpath: Path, tmp: Path, name: str) -> subprocess.Popen[bytes]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("CRASHCART_")}  # noqa: TID251 (child env)
-    work = Path(tempfile.mkdtemp(dir=tmp))
-    env.update(CRASHCART_DB=str(work / "db.sqlite"), CRASHCART_WORK_DIR=str(work / "work"))
-    if pythonpath:
-        env["PYTHONPATH"] = pythonpath
-    proc = subprocess.run(
-        [sys.executable, "-m", "crashcart", "diagnose", str(bundle), "--json", "--no-store"],
-        capture_output=True,
+    work = tmp / f"work-{name}"
+    env.update(CRASHCART_DB=str(work / "db.sqlite"), CRASHCART_WORK_DIR=str(work / "work"), PYTHONPATH=str(pythonpath))
+    return subprocess.Popen(
+        [sys.executable, str(Path(__file__).resolve()), "--child", str(tmp / f"{name}.jsonl"), *map(str, todo)],
         env=env,
         cwd=tmp,
-        check=False,
     )
-    shutil.rmtree(work, ignore_errors=True)
-    if proc.returncode != 0:
-        return f"exit {proc.returncode}: {proc.stderr.decode(errors='replace').strip()[-300:]}"
-    doc = json.loads(proc.stdout)
-    doc["stats"]["seconds"] = 0.0
-    return json.dumps(doc, sort_keys=True)
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("bundles", nargs="*", type=Path)
     p.add_argument("--prefix", default="speed (issue 16):")
-    p.add_argument("--jobs", type=int, default=2)
+    p.add_argument("--child", type=Path, help=argparse.SUPPRESS)
     a = p.parse_args()
+    if a.child:
+        child(a.child, [str(b) for b in a.bundles])
+        return
     todo = [b.resolve() for b in a.bundles] or bundles()
     with tempfile.TemporaryDirectory(prefix="crashcart-identity-") as d:
         tmp = Path(d)
+        # both sides are copies taken now: edits others make to the working tree meanwhile reach neither
+        shutil.copytree(ROOT / "crashcart", tmp / "after" / "crashcart", ignore=shutil.ignore_patterns("__pycache__"))
         reverted = before_tree(a.prefix, tmp / "before")
-        with ThreadPoolExecutor(a.jobs) as pool:
-            before = list(pool.map(lambda b: run(b, str(tmp / "before"), tmp), todo))
-            after = list(pool.map(lambda b: run(b, str(ROOT), tmp), todo))
+        procs = [run_all(todo, tmp / side, tmp, side) for side in ("before", "after")]
+        for proc in procs:
+            proc.wait()
+        before, after = (
+            [json.loads(x) for x in (tmp / f"{side}.jsonl").read_text().splitlines()] for side in ("before", "after")
+        )
     differ = [b for b, x, y in zip(todo, before, after, strict=True) if x != y]
     for b in differ:
         print(f"DIFFERS: {b.relative_to(ROOT) if b.is_relative_to(ROOT) else b}")

@@ -371,6 +371,7 @@ def main() -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--no-scan-stage", action="store_true", help="skip the scan-stage-alone rows")
     p.add_argument("--no-rgz", action="store_true", help="skip the rg -z row of the .tar.gz")
+    p.add_argument("--no-stages", action="store_true", help="skip the per-stage split (one more pipeline per bundle)")
     p.add_argument("--data", type=Path, default=HERE / "data")
     p.add_argument("--pythonpath", help="import crashcart from this directory in the timed processes")
     p.add_argument("--child-scan", help=argparse.SUPPRESS)
@@ -450,7 +451,7 @@ def main() -> None:
             if not a.no_scan_stage:
                 subjects.append((c.key, "crashcart scan stage", lambda r=c.root: scan_stage(r, env)))
             subjects.append((c.key, "crashcart diagnose", lambda t=c.target: diagnose(t, env, tmp)))
-        for c in todo:  # per-stage times, one in-process pipeline per round
+        for c in todo if not a.no_stages else []:  # per-stage times, one in-process pipeline per round
             subjects.append((c.key, "stages", lambda t=c.target: stage_split(t, env)))
         runs: dict[tuple[str, str], list[Run]] = {(k, n): [] for k, n, _ in subjects}
         for _ in range(a.rounds):
@@ -489,6 +490,8 @@ def main() -> None:
             )
             if "class" in rs[-1].extra:
                 _check_answer(c, name, rs[-1].extra, notes)
+        if a.no_stages:
+            continue
         st = runs[c.key, "stages"]
         names = list(st[0].extra["stages"])
         split = {n: statistics.median(float(r.extra["stages"][n]) for r in st) for n in names}
