@@ -272,3 +272,13 @@ def test_a_single_pasted_files_name_is_not_a_node(tmp_path: Path, settings: Sett
     assert out.document.root_cause.culprit.node is None
     out = _run(_write(tmp_path / "c", {"gpu-node-017/dmesg.log": line, "gpu-node-018/dmesg.log": ""}), settings)
     assert out.document.root_cause.culprit.node == "gpu-node-017"  # a collector's folder does name the node
+
+
+def test_the_rank_a_store_wait_names_is_the_suspect(tmp_path: Path, settings: Settings) -> None:
+    """c10d ProcessGroupNCCL::broadcastUniqueNCCLID: the waiting rank names the rank that never published."""
+    line = (
+        "[rank3]: torch.distributed.DistBackendError: [3] is setting up NCCL communicator and retrieving "
+        "ncclUniqueId from [0] via c10d key-value store by key '0', but store->get('0') got error: Socket Timeout\n"
+    )
+    out = _run(_write(tmp_path / "b", {"rank3.log": line}), settings)
+    assert any("suspect: peer rank 0" in r for r in out.document.reasoning)

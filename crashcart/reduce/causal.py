@@ -536,7 +536,14 @@ def specific_lines(class_id: str, first: Finding, findings: list[Finding]) -> li
     return [f.evidence[0] for f in near[:2]]
 
 
-PEER_ROOTS = frozenset({"nccl_remote_peer_failure", "ib_completion_error", "nccl_init_bootstrap_failure"})
+PEER_ROOTS = frozenset(
+    {
+        "nccl_remote_peer_failure",
+        "ib_completion_error",
+        "nccl_init_bootstrap_failure",
+        "launcher_rendezvous_store_failure",
+    }
+)
 _PORT = re.compile(r"(?:<\d+>|:\d+)$")
 
 
@@ -571,7 +578,9 @@ def peer_suspect(root: Candidate, findings: list[Finding], topo: Topology) -> tu
                     next(f.evidence[0] for f in findings if f.role == "context" and f.fields.get("address") == peer)
                 ]
         where = f" (node {node})" if node and node != peer else ""
+        if root.class_id == "launcher_rendezvous_store_failure":
+            return f"suspect: the store or rendezvous endpoint {peer}{where} that did not answer", cited
         return f"suspect: the peer at {peer}{where} that the failing rank lost; check that node first", cited
-    if len(ranks) == 1:
+    if len(ranks) == 1:  # c10d: "[3] is setting up NCCL communicator and retrieving ncclUniqueId from [0]"
         return f"suspect: peer rank {next(iter(ranks))}, named by the failing rank's error", []
     return None
