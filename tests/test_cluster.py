@@ -56,7 +56,9 @@ def _doc(outcome: Any) -> dict[str, Any]:
 
 
 def _cases() -> list[Path]:
-    cases = find_cases([ROOT / "incidents", ROOT / "incidents" / "real", ROOT / "incidents" / "torch"])
+    dirs = [ROOT / "incidents", ROOT / "incidents" / "real", ROOT / "incidents" / "torch"]
+    dirs.append(ROOT / "tests" / "data" / "foreign")  # other shapes; .gz logs are decompressed and scanned here
+    cases = find_cases(dirs)
     return sorted({c for c in cases if c.is_dir()})
 
 
