@@ -336,6 +336,8 @@ def _check_text(args: argparse.Namespace) -> None:
                 value.encode("utf-8")
             except UnicodeEncodeError:
                 raise UsageError(f"{shown} is not valid UTF-8 text: {value!r}") from None
+            if "\x00" in value:
+                raise UsageError(f"{shown} holds a NUL character: {value!r}")
 
 
 def _check_out(out: Path | None) -> None:

@@ -13,7 +13,9 @@ from crashcart.cli import main
 
 NON_UTF8 = "bundle-\udcff\udcfe"  # how Python hands a non-UTF-8 argv byte to the program (surrogateescape)
 words = st.one_of(
-    st.sampled_from(["nonsense", "gpu-fell-off-bus", "GPU_FALLEN_OFF_BUS", "", " ", "-", "--", "cc-", NON_UTF8]),
+    st.sampled_from(
+        ["nonsense", "gpu-fell-off-bus", "GPU_FALLEN_OFF_BUS", "", " ", "-", "--", "cc-", NON_UTF8, "\x00"]
+    ),
     st.text(st.characters(blacklist_categories=("Cs",)), max_size=12),
 )
 numbers = st.one_of(
@@ -105,6 +107,7 @@ def test_hostile_arguments_never_show_a_traceback(
         (["synth", "cuda_oom", "--out", "X", "--ranks", "-3"], "--ranks: must be 1 or more, not -3"),
         (["diagnose", "FILE", "--out", "FILE"], "is a file; give a directory"),
         (["show", "cc-nope"], "cc-nope"),
+        (["search", "a\x00b"], "TEXT holds a NUL character"),
     ],
 )
 def test_each_refusal_says_what_to_fix(
