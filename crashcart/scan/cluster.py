@@ -62,8 +62,9 @@ class TaskResult:
 def plan_tasks(jobs: list[tuple[str, str, int]], workers: int, task_bytes: int | None = None) -> list[Task]:
     """Cut (physical, path, size) jobs into tasks by bytes, not by file count: largest files first, each into the
     task with the fewest bytes so far (a file over the task size alone), so a few huge files and ten thousand
-    small ones both balance; at least one task per worker while there are files enough. ``task_bytes`` (default: about ``TASKS_PER_CPU`` tasks per worker, between
-    ``MIN_TASK_BYTES`` and ``TASK_BYTES``) is the target size of a task."""
+    small ones both balance; at least one task per worker while there are files enough. ``task_bytes``
+    (default: about ``TASKS_PER_CPU`` tasks per worker, between ``MIN_TASK_BYTES`` and ``TASK_BYTES``) is the
+    target size of a task."""
     total = sum(size for _, _, size in jobs)
     target = task_bytes or min(TASK_BYTES, max(MIN_TASK_BYTES, total // max(1, workers * TASKS_PER_CPU)))
     count = max(1, -(-total // max(1, target)), -(-len(jobs) // TASK_FILES), min(len(jobs), workers))
