@@ -20,7 +20,7 @@ def load_prompt(role: str) -> str:
 def classes_block() -> str:
     """The class vocabulary, one id and title a line: the only class ids a model may answer."""
     classes = load_catalogue().classes
-    rows = [f"- {cid}: {info.title}" for cid, info in sorted(classes.items())]
+    rows = [f"- {cid}: {info.title}" for cid, info in sorted(classes.items()) if info.default_role != "verdict"]
     return "CLASSES:\n" + "\n".join(rows) + "\n- unknown: none of these"
 
 
