@@ -98,8 +98,11 @@ def merge(
     if unconfirmed:
         cap = min(cap, MODEL_ONLY_CAP)
     confidence = round(min(answer.confidence, cap), 2)
-    culprit = _culprit(answer, roots, topo, offline.culprit if same else Culprit())
-    if same:  # keep the deterministic support lines (they tie rank, node and GPU together)
+    # An unconfirmed root only investigates: it keeps the deterministic suspect (and the lines naming it), so
+    # its runbook looks where the deterministic answer would have looked.
+    keep = same or unconfirmed
+    culprit = _culprit(answer, roots, topo, offline.culprit if keep else Culprit())
+    if keep:  # keep the deterministic support lines (they tie rank, node and GPU together)
         cited = list(dict.fromkeys([*cited, *offline.root_evidence]))
     times = [f.time for f in roots if f.time is not None]
     hypotheses = [Hypothesis(class_id=h.class_id, score=h.score, why_not=h.why_not) for h in answer.hypotheses]
