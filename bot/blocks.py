@@ -191,8 +191,9 @@ def diagnosis_message(doc: DiagnosisDocument, *, requester: str | None = None) -
             rows.append(f"• *{s.count}×* {escape(title(s.class_))}: {escape(clip(s.summary, 200))}{where}")
         lines = cut_list(rows, max_items=MAX_SYMPTOMS, max_chars=MAX_SECTION - 40, more="symptoms in the postmortem")
         blocks.append(section("*Symptoms explained*\n" + "\n".join(lines), block_id="symptoms"))
-    if doc.contributing:
-        rows = [f"• {escape(title(c.class_))}: {escape(clip(c.summary, 200))}" for c in doc.contributing]
+    factors = [c for c in doc.contributing if c.kind == "contributing"]  # benign and teardown lines are no factor
+    if factors:
+        rows = [f"• {escape(title(c.class_))}: {escape(clip(c.summary, 200))}" for c in factors]
         lines = cut_list(rows, max_items=5, max_chars=1500, more="in the postmortem")
         blocks.append(section("*Contributing*\n" + "\n".join(lines), block_id="contributing"))
     if root.class_ == "unknown" and doc.hypotheses:

@@ -194,3 +194,19 @@ def test_no_message_holds_link_syntax() -> None:
     for name, text in texts.items():
         assert not re.search(r"<(?![@!#])", text), name
         assert "CRASHCART_" not in text, name  # operators' variable names are logged, not shown
+
+
+def test_only_real_factors_are_listed_as_contributing(document: DiagnosisDocument) -> None:
+    from crashcart.models import DocContributing
+
+    factor = DocContributing(class_="host_oom_kill", summary="a real factor", citations=[], kind="contributing")
+    noise = [
+        DocContributing(class_="unknown", summary="NCCL net plugin not found", citations=[], kind="benign"),
+        DocContributing(class_="unknown", summary="watchdog terminate", citations=[], kind="teardown"),
+    ]
+    blocks = diagnosis_message(document.model_copy(update={"contributing": [factor, *noise]})).blocks
+    contributing = [b for b in blocks if b.get("block_id") == "contributing"]
+    assert len(contributing) == 1 and "a real factor" in all_text(contributing)
+    assert "plugin" not in all_text(contributing) and "terminate" not in all_text(contributing)
+    none = diagnosis_message(document.model_copy(update={"contributing": noise})).blocks
+    assert not [b for b in none if b.get("block_id") == "contributing"]
