@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 
 from crashcart.models import DiagnosisDocument, DocSymptom
 from crashcart.report.reading import NOT_A_FAILURE
+from crashcart.report.spans import _dur, _short
 from crashcart.report.words import ROOT_UNKNOWN, class_title
 from crashcart.scan.telemetry import GPU_TEMP, SM_CLOCK, GpuSeries
 from crashcart.text.clock import from_iso
@@ -80,20 +81,6 @@ class _Axis:
         """-1 before the window, 0 inside, 1 after."""
         x = self.x(t)
         return -1 if x < self.lo else 1 if x > self.data_hi else 0
-
-
-def _short(title: str, limit: int = 30) -> str:
-    text = title.split(" (")[0]
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _dur(seconds: float) -> str:
-    seconds = abs(seconds)
-    if seconds < 60:
-        return f"{seconds:.0f} s" if seconds >= 10 else f"{seconds:.1f} s"
-    if seconds < 3600:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h"
 
 
 def _ranges(values: Sequence[int], limit: int = 22) -> str:
