@@ -9,18 +9,17 @@ every Evidence quotes and that ``verify`` compares against.
 from __future__ import annotations
 
 import bisect
-import json
 import os
 import re
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 from crashcart.errors import EmptyBundle, NoLogsFound
 from crashcart.ingest import extract, hang_kinds
+from crashcart.ingest.manifest import Manifest, _is_manifest, _parse_manifest
 from crashcart.ingest.sniff import _binary_reason, _is_utf16, _read_head, _transcode_utf16
 from crashcart.models import BundleFile, ClockKind, FileKind, SkippedFile
 from crashcart.settings import BundleLimits
@@ -72,25 +71,6 @@ def canonical_line(raw: bytes, max_bytes: int) -> str:
     if cut:
         text = text.rstrip("\ufffd") + _TRUNCATED
     return text
-
-
-@dataclass(frozen=True)
-class NodeInfo:
-    host: str
-    boot_time: datetime | None = None
-    kernel_log: str | None = None
-
-
-@dataclass(frozen=True)
-class Manifest:
-    """The optional ``manifest.json`` / ``crashcart.yaml`` (DESIGN §4.3); unknown fields ignored."""
-
-    job_id: str | None = None
-    cluster: str | None = None
-    scheduler: str | None = None
-    collected_at: datetime | None = None
-    nodes: tuple[NodeInfo, ...] = ()
-    rank_map: dict[int, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -433,10 +413,6 @@ def may_be_scanned(path: str) -> bool:
     return not _is_manifest(path) and suffix not in _IMAGE_EXT
 
 
-def _is_manifest(path: str) -> bool:
-    return path in {"manifest.json", "crashcart.yaml", "crashcart.yml"}
-
-
 def _kind_of(path: str, head: bytes) -> tuple[FileKind | None, str | None]:
     """Classify one file by name and content; (None, reason) means: do not analyse it."""
     name = PurePosixPath(path.removesuffix(".gz")).name
@@ -514,59 +490,3 @@ def _bundle_year(manifest: Manifest | None, heads: dict[str, list[str]]) -> int 
         if year is not None:
             return year
     return None
-
-
-def _parse_dt(value: Any) -> datetime | None:
-    if not isinstance(value, str):
-        return None
-    parsed = clock.parse_time(value)
-    return parsed.time if parsed is not None else None
-
-
-def _parse_manifest(path: Path) -> Manifest | None:
-    """Read the optional manifest; a malformed one is ignored (the logs carry the same facts)."""
-    try:
-        raw = path.read_text("utf-8", "replace")
-        data: Any = json.loads(raw) if path.suffix == ".json" else _load_yaml(raw)
-    except (ValueError, OSError):
-        return None
-    if not isinstance(data, dict):
-        return None
-    nodes: list[NodeInfo] = []
-    for n in data.get("nodes") or []:
-        if isinstance(n, dict) and isinstance(n.get("host"), str):
-            kl = n.get("kernel_log")
-            nodes.append(NodeInfo(n["host"], _parse_dt(n.get("boot_time")), kl if isinstance(kl, str) else None))
-    rank_map: dict[int, str] = {}
-    rm = data.get("rank_map")
-    if isinstance(rm, dict):
-        for k, v in rm.items():
-            if str(k).lstrip("-").isdigit() and isinstance(v, str):
-                rank_map[int(k)] = v
-    job = data.get("job_id")
-    return Manifest(
-        job_id=str(job) if isinstance(job, str | int) else None,
-        cluster=data.get("cluster") if isinstance(data.get("cluster"), str) else None,
-        scheduler=data.get("scheduler") if isinstance(data.get("scheduler"), str) else None,
-        collected_at=_parse_dt(data.get("collected_at")),
-        nodes=tuple(nodes),
-        rank_map=rank_map,
-    )
-
-
-def _load_yaml(text: str) -> Any:
-    import yaml
-
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ValueError(str(exc)) from exc
-
-
-def clock_kind_label(kind: ClockKind) -> str:
-    return {
-        "absolute": "wall clock",
-        "no_year": "wall clock without year",
-        "boot_relative": "seconds since boot",
-        "none": "no clock",
-    }[kind]
