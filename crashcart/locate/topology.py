@@ -11,7 +11,7 @@ import functools
 import re
 from collections import Counter, defaultdict
 
-from crashcart.ingest.bundle import Manifest
+from crashcart.ingest.manifest import Manifest
 from crashcart.models import BundleFile, Finding, RankInfo, Topology
 from crashcart.text import prefix
 from crashcart.text.gpuid import canonical_pci
