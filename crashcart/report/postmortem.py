@@ -15,6 +15,7 @@ from crashcart.catalogue import load_catalogue
 from crashcart.models import DiagnosisDocument, DocCitation, DocRunbook
 from crashcart.report.document import llm_summary
 from crashcart.report.reading import NOTHING_FOUND, nothing_found, plain_summary
+from crashcart.report.spans import ranges
 from crashcart.report.words import ROOT_UNKNOWN, class_title, clip, reasons, severity_words, titles_for_ids
 from crashcart.text.clock import from_iso
 
@@ -93,16 +94,7 @@ def _span(d: timedelta) -> str:
 
 
 def _ranges(values: Iterable[int]) -> str:
-    nums = sorted(set(values))
-    parts: list[str] = []
-    i = 0
-    while i < len(nums):
-        j = i
-        while j + 1 < len(nums) and nums[j + 1] == nums[j] + 1:
-            j += 1
-        parts.append(str(nums[i]) if i == j else f"{nums[i]}-{nums[j]}")
-        i = j + 1
-    return ", ".join(parts)
+    return ranges(values)
 
 
 def _names(names: Sequence[str], limit: int = 8) -> str:

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
 from crashcart.models import DiagnosisDocument, DocSymptom
 from crashcart.report.reading import NOT_A_FAILURE
-from crashcart.report.spans import _dur, _short
+from crashcart.report.spans import _dur, _short, ranges
 from crashcart.report.words import ROOT_UNKNOWN, class_title
 from crashcart.scan.telemetry import GPU_TEMP, SM_CLOCK, GpuSeries
 from crashcart.text.clock import from_iso
@@ -84,17 +84,7 @@ class _Axis:
 
 
 def _ranges(values: Sequence[int], limit: int = 22) -> str:
-    nums = sorted(set(values))
-    parts: list[str] = []
-    i = 0
-    while i < len(nums):
-        j = i
-        while j + 1 < len(nums) and nums[j + 1] == nums[j] + 1:
-            j += 1
-        parts.append(str(nums[i]) if i == j else f"{nums[i]}-{nums[j]}")
-        i = j + 1
-    text = ", ".join(parts)
-    return text if len(text) <= limit else text[: limit - 1].rsplit(",", 1)[0] + ", …"
+    return ranges(values, limit)
 
 
 # --- what to draw ------------------------------------------------------------------------------------------
