@@ -206,12 +206,13 @@ def announced(findings: list[Finding], rank: int) -> Finding | None:
     return None if later else last
 
 
-def _last_line_finding(rank: int, rl: RankLast, topo: Topology) -> Finding | None:
+def last_line_finding(rank: int, rl: RankLast, topo: Topology, class_id: str = HANG) -> Finding | None:
+    """A rank's last line as a root candidate of ``class_id`` (where a hung or missing rank stopped)."""
     if rl.evidence is None:
         return None
     return Finding(
         id=f"last-{rank}",
-        class_id=HANG,
+        class_id=class_id,
         signature="reduce.last_line",
         role="root_candidate",
         severity="P1",
@@ -258,7 +259,7 @@ def hang_candidate(findings: list[Finding], topo: Topology, last: dict[int, Rank
             chosen.append(_as_root(step, HANG, summary))
             reasons.append(summary + ", and printed no timeout while the others timed out")
             work = True
-        lf = _last_line_finding(r, rl, topo)
+        lf = last_line_finding(r, rl, topo)
         if lf is not None and not any(c.evidence[0] == lf.evidence[0] for c in chosen):
             chosen.append(lf)
         if step is None:

@@ -24,6 +24,7 @@ from crashcart.reduce.hangs import (
     explained_by_wait,
     first_in_file_order,
     hang_candidate,
+    last_line_finding,
     throughput_drop,
     trusted_times,
     waits,
@@ -285,21 +286,8 @@ def _hang(pic: Picture, topo: Topology, findings: list[Finding], last: dict[int,
         own = [f for f in findings if f.rank == r and f.class_id == "nccl_watchdog_timeout"]
         chosen.extend(own[:2])
         rl = last.get(r)
-        if rl is not None and rl.evidence is not None and pic.suspect_kind == "missing":
-            chosen.append(
-                Finding(
-                    id=f"last-{r}",
-                    class_id=cls,
-                    signature="reduce.last_line",
-                    role="root_candidate",
-                    severity="P1",
-                    summary=f"rank {r} wrote its last line here",
-                    time=rl.time,
-                    rank=r,
-                    node=topo.ranks[r].node if r in topo.ranks else None,
-                    evidence=[rl.evidence],
-                )
-            )
+        if rl is not None and pic.suspect_kind == "missing" and (f := last_line_finding(r, rl, topo, cls)) is not None:
+            chosen.append(f)
     if not chosen:
         return None
     c = Candidate(cls, chosen, [], score=MIN_SCORE + 10)
