@@ -28,8 +28,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from crashcart.ingest.bundle import open_bundle
+from crashcart.scan.feeds import ReadAhead
 from crashcart.scan.matcher import make_matcher
-from crashcart.scan.reader import FileScan, ReadAhead, scan_file, scan_stream
+from crashcart.scan.reader import FileScan, scan_file, scan_stream
 from crashcart.scan.run import open_scanning, scan
 from crashcart.settings import Settings
 

@@ -191,7 +191,8 @@ def test_scan_stream_equals_scan_file_and_tees_every_byte(tmp_path: Path, mode: 
     """An archive member scanned while it is decompressed: same result as the file, same bytes to the sink."""
     import io
 
-    from crashcart.scan.reader import TAIL_BYTES, ReadAhead, scan_stream
+    from crashcart.scan.feeds import ReadAhead
+    from crashcart.scan.reader import TAIL_BYTES, scan_stream
 
     lines = [b"needle %d" % i if i % 7 == 0 else b"x" * (i % 50) for i in range(1, 4000)]
     data = b"\n".join(lines) + b"\nlast needle"
@@ -217,7 +218,7 @@ def test_scan_stream_equals_scan_file_and_tees_every_byte(tmp_path: Path, mode: 
 
 
 def test_read_ahead_passes_errors_to_the_reader() -> None:
-    from crashcart.scan.reader import ReadAhead
+    from crashcart.scan.feeds import ReadAhead
 
     class Broken:
         def __init__(self) -> None:
@@ -242,7 +243,7 @@ def test_read_ahead_passes_errors_to_the_reader() -> None:
 def test_feed_hands_bytes_over_and_a_failed_reader_unblocks_the_writer() -> None:
     import threading
 
-    from crashcart.scan.reader import Feed
+    from crashcart.scan.feeds import Feed
 
     budget = threading.Semaphore(2)
     feed = Feed(budget)

@@ -32,24 +32,35 @@ class Matcher(Protocol):
         """All (signature index, end offset) matches in ``buf``, in no particular order."""
         ...
 
+    def only(self, sigs: frozenset[int]) -> Matcher:
+        """A matcher for this thread that reports only the signatures ``sigs`` (indices unchanged)."""
+        ...
+
 
 class ReMatcher:
     """Pure-Python fallback: one compiled bytes regex per signature, multiline, same flags."""
 
     name: MatcherName = "re"
 
-    def __init__(self, catalogue: Catalogue) -> None:
-        self._patterns: list[tuple[re.Pattern[bytes], bool]] = []
-        for sig in catalogue.signatures:
+    def __init__(self, catalogue: Catalogue, *, _patterns: list[tuple[int, re.Pattern[bytes], bool]] | None = None):
+        self._catalogue = catalogue
+        self._patterns: list[tuple[int, re.Pattern[bytes], bool]] = []
+        if _patterns is not None:
+            self._patterns = _patterns
+            return
+        for i, sig in enumerate(catalogue.signatures):
             flags = re.MULTILINE | (re.IGNORECASE if "i" in sig.flags else 0)
-            self._patterns.append((re.compile(line_pattern(sig.pattern).encode("ascii"), flags), sig.sampled))
+            self._patterns.append((i, re.compile(line_pattern(sig.pattern).encode("ascii"), flags), sig.sampled))
 
     def clone(self) -> Self:
         return self  # stateless
 
+    def only(self, sigs: frozenset[int]) -> ReMatcher:
+        return ReMatcher(self._catalogue, _patterns=[p for p in self._patterns if p[0] in sigs])
+
     def scan(self, buf: Buffer) -> list[tuple[int, int]]:
         out: list[tuple[int, int]] = []
-        for i, (pat, sampled) in enumerate(self._patterns):
+        for i, pat, sampled in self._patterns:
             if sampled:  # like hyperscan's SINGLEMATCH: the first match of the buffer only
                 m = pat.search(buf)
                 if m is not None:
@@ -59,13 +70,14 @@ class ReMatcher:
         return out
 
 
-_DATABASES: dict[int, tuple[Catalogue, Any]] = {}
+_DATABASES: dict[tuple[int, frozenset[int] | None], tuple[Catalogue, Any]] = {}
 _COMPILE_LOCK = threading.Lock()
 _CACHE_MAGIC = b"crashcart-hsdb-1\n"
 
 
-def _database(catalogue: Catalogue) -> Any:
-    """The catalogue compiled once per process, shared by every thread's matcher.
+def _database(catalogue: Catalogue, sigs: frozenset[int] | None = None) -> Any:
+    """The catalogue (or only the signatures ``sigs`` of it) compiled once per process, shared by every
+    thread's matcher.
 
     Compiling takes about 0.25 s, so the serialized database is kept in ``~/.cache/crashcart``, named by
     a hash of the expressions, flags, hyperscan version and machine, and checked by its own sha256
@@ -75,10 +87,14 @@ def _database(catalogue: Catalogue) -> Any:
     import hyperscan
 
     with _COMPILE_LOCK:
-        got = _DATABASES.get(id(catalogue))
+        got = _DATABASES.get((id(catalogue), sigs))
         if got is not None and got[0] is catalogue:
             return got[1]
         expressions, ids, flags = hyperscan_expressions(catalogue)
+        if sigs is not None:
+            chosen = [k for k, i in enumerate(ids) if i in sigs]
+            expressions = [expressions[k] for k in chosen]
+            ids, flags = [ids[k] for k in chosen], [flags[k] for k in chosen]
         flags = [f | hyperscan.HS_FLAG_MULTILINE for f in flags]
         key = hashlib.sha256(
             repr((expressions, ids, flags, getattr(hyperscan, "__version__", ""), platform.machine())).encode()
@@ -88,7 +104,7 @@ def _database(catalogue: Catalogue) -> Any:
             db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
             db.compile(expressions=expressions, ids=ids, flags=flags)
             _store_cached(key, hyperscan.dumpb(db))
-        _DATABASES[id(catalogue)] = (catalogue, db)
+        _DATABASES[id(catalogue), sigs] = (catalogue, db)
         return db
 
 
@@ -141,6 +157,10 @@ class HyperscanMatcher:
     def clone(self) -> HyperscanMatcher:
         """A matcher for another thread: same database, its own scratch space."""
         return HyperscanMatcher(self._catalogue, _db=self._db)
+
+    def only(self, sigs: frozenset[int]) -> HyperscanMatcher:
+        """Compiled once per process for each set (and kept on disk like the whole catalogue)."""
+        return HyperscanMatcher(self._catalogue, _db=_database(self._catalogue, sigs))
 
     def scan(self, buf: Buffer) -> list[tuple[int, int]]:
         hits: list[tuple[int, int]] = []

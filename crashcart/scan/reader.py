@@ -15,14 +15,11 @@ keeps its first and last ``KEEP_HITS`` lines per file (``FileScan.dropped`` coun
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import heapq
 import itertools
-import queue
-import threading
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -71,12 +68,13 @@ def scan_file(
     *,
     buffer_bytes: int,
     max_line_bytes: int,
-    keep_hits: int | None = None,
+    keep_hits: int | Sequence[int] | None = None,
 ) -> FileScan:
     """Scan ``physical`` (shown as ``path``); OS errors become ``FileScan.error``, never exceptions.
 
-    :param keep_hits: hit lines kept per signature at each end of the file (default ``KEEP_HITS``; the
-        benchmark's match check keeps them all)."""
+    :param keep_hits: hit lines kept per signature at each end of the file: one number for every
+        signature or one per signature index (default ``KEEP_HITS``; the benchmark's match check keeps them
+        all)."""
     out = FileScan(path=path)
     try:
         with physical.open("rb", buffering=0) as fh:
@@ -96,6 +94,7 @@ def scan_stream(
     buffer_bytes: int,
     max_line_bytes: int,
     sink: Callable[[memoryview], object] | None = None,
+    keep_hits: int | Sequence[int] | None = None,
 ) -> FileScan:
     """Scan a forward-only stream (an archive member while it is decompressed), the same as ``scan_file``.
 
@@ -115,136 +114,29 @@ def scan_stream(
             tail.extend(chunk)
             del tail[: max(0, len(tail) - TAIL_BYTES)]
 
-    ends_with_newline = _Scanner(matcher, out, buffer_bytes, max_line_bytes).run(stream, keep)
+    ends_with_newline = _Scanner(matcher, out, buffer_bytes, max_line_bytes, keep_hits).run(stream, keep)
     out.tail = _tail(bytes(tail), out.nbytes, out.lines, ends_with_newline)
     return out
-
-
-class _Chunked:
-    """``readinto`` over a sequence of chunks that ``_next`` hands out (None at the end); an error ``_next``
-    raises ends the stream too."""
-
-    _current: memoryview  # what is left of the chunk being read
-    _done: bool
-
-    def _next(self) -> bytes | None:
-        raise NotImplementedError
-
-    def readinto(self, buffer: memoryview, /) -> int:
-        if not self._current:
-            if self._done:
-                return 0
-            try:
-                got = self._next()
-            except BaseException:
-                self._done = True
-                raise
-            if got is None:
-                self._done = True
-                return 0
-            self._current = memoryview(got)
-        n = min(len(buffer), len(self._current))
-        buffer[:n] = self._current[:n]
-        self._current = self._current[n:]
-        return n
-
-
-class ReadAhead(_Chunked):
-    """Reads a stream on a background thread, up to ``depth`` chunks ahead, so that decompressing (zlib
-    releases the GIL) overlaps scanning. Memory: at most ``depth + 2`` chunks. Errors re-raise in the reader.
-    Read it to the end (or ``close()`` it) before touching the underlying stream again."""
-
-    def __init__(self, stream: Any, *, chunk: int = 1 << 20, depth: int = 4) -> None:
-        self._queue: queue.Queue[bytes | BaseException] = queue.Queue(maxsize=depth)
-        self._stream, self._chunk = stream, chunk
-        self._current = memoryview(b"")
-        self._done = False
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._fill, name="crashcart-readahead", daemon=True)
-        self._thread.start()
-
-    def _fill(self) -> None:
-        try:
-            while not self._stop.is_set():
-                data = self._stream.read(self._chunk)
-                self._queue.put(data)
-                if not data:
-                    return
-        except BaseException as exc:  # handed to the reading thread
-            self._queue.put(exc)
-
-    def _next(self) -> bytes | None:
-        got = self._queue.get()
-        if isinstance(got, BaseException):
-            raise got
-        return got or None
-
-    def close(self) -> None:
-        self._stop.set()
-        while self._thread.is_alive():
-            with contextlib.suppress(queue.Empty):
-                self._queue.get(timeout=0.05)
-        self._thread.join()
-
-
-@dataclass(frozen=True)
-class _End:
-    complete: bool
-
-
-class Feed(_Chunked):
-    """One archive member's bytes, handed from the thread reading the archive (which ``write``s them, an
-    ``extract.MemberSink``) to a thread scanning them (``scan_stream`` reads it).
-
-    ``budget`` bounds the chunks waiting in all the feeds that share it, so that the archive's reader can
-    run ahead into the next members (scanned by other threads) while memory stays bounded. If the scanning
-    side fails it calls ``fail``: the writer's next ``write`` raises that error, and the feed is drained so
-    that the writer is never left blocked."""
-
-    def __init__(self, budget: threading.Semaphore) -> None:
-        self._queue: queue.SimpleQueue[bytes | _End] = queue.SimpleQueue()
-        self._budget = budget
-        self._current = memoryview(b"")
-        self._done = False
-        self._error: BaseException | None = None
-
-    # the writing side
-    def write(self, data: bytes, /) -> None:
-        if self._error is not None:
-            raise self._error
-        self._budget.acquire()
-        self._queue.put(data)
-
-    def close(self, complete: bool) -> None:
-        self._queue.put(_End(complete))
-
-    # the reading side
-    def _next(self) -> bytes | None:
-        got = self._queue.get()
-        if isinstance(got, _End):
-            if not got.complete:
-                raise EOFError("the archive stopped being read in the middle of this member")
-            return None
-        self._budget.release()
-        return got
-
-    def fail(self, error: BaseException) -> None:
-        self._error = error
-        while not self._done:
-            if isinstance(self._queue.get(), _End):
-                self._done = True
-            else:
-                self._budget.release()
 
 
 class _Scanner:
     """State of one pass over one file."""
 
     def __init__(
-        self, matcher: Matcher, out: FileScan, buffer_bytes: int, max_line_bytes: int, keep_hits: int | None = None
+        self,
+        matcher: Matcher,
+        out: FileScan,
+        buffer_bytes: int,
+        max_line_bytes: int,
+        keep_hits: int | Sequence[int] | None = None,
     ) -> None:
         self.matcher, self.out = matcher, out
-        self.keep = KEEP_HITS if keep_hits is None else keep_hits
+        self.keeps: Sequence[int] | None = None
+        self.keep = KEEP_HITS
+        if isinstance(keep_hits, Sequence):
+            self.keeps = keep_hits
+        elif keep_hits is not None:
+            self.keep = keep_hits
         self.buffer_bytes = max(1, buffer_bytes)
         self.max_line_bytes = max_line_bytes
         self.np = numpy_module() if buffer_bytes >= NUMPY_MIN_BYTES else None
@@ -335,6 +227,11 @@ class _Scanner:
         self.offset += stop
         self.at_line_start = buf[stop - 1] == 0x0A
 
+    def _limit(self, sig: int) -> int:
+        """Hit lines of ``sig`` kept at each end of the file."""
+        keeps = self.keeps
+        return keeps[sig] if keeps is not None and sig < len(keeps) else self.keep
+
     def _raw(self, buf: bytearray, start: int, stop: int) -> bytes | None:
         if start == 0 and not self.at_line_start:
             return None  # the line began in an earlier piece (a giant line): read it back later
@@ -349,15 +246,16 @@ class _Scanner:
         self.seq += 1
         n = self.counts[sig] = self.counts.get(sig, 0) + 1
         off = -1 if start == 0 and not self.at_line_start else self.offset + start
-        if n <= self.keep:
+        keep = self._limit(sig)
+        if n <= keep:
             self.out.hits.append((sig, line, self._raw(buf, start, stop)))
             self.head_seq.append(self.seq)
             self.head_off.append(off)
             return
         later = self.later.get(sig)
         if later is None:
-            later = self.later[sig] = deque(maxlen=self.keep)
-        if len(later) == self.keep:
+            later = self.later[sig] = deque(maxlen=keep)
+        if len(later) == keep:
             self.out.dropped += 1
         later.append((self.seq, sig, line, self._raw(buf, start, stop), off))
 
@@ -407,8 +305,9 @@ class _Scanner:
             at = np.flatnonzero(sig == s)
             before = self.counts.get(s, 0)
             self.counts[s] = before + len(at)
-            head = at[: max(0, self.keep - before)]
-            rest = at[len(head) :][-self.keep :]
+            keep = self._limit(s)
+            head = at[: max(0, keep - before)]
+            rest = at[len(head) :][-keep:] if keep else at[:0]
             self.out.dropped += len(at) - len(head) - len(rest)
             take += [head, rest]
             if len(rest):
@@ -433,9 +332,10 @@ class _Scanner:
             head_off.append(off[i])
         for s, rest in tails:
             later = self.later.get(s)
+            keep = self._limit(s)
             if later is None:
-                later = self.later[s] = deque(maxlen=self.keep)
-            self.out.dropped += max(0, len(later) + len(rest) - self.keep)
+                later = self.later[s] = deque(maxlen=keep)
+            self.out.dropped += max(0, len(later) + len(rest) - keep)
             later.extend((int(seq[i]), s, self.line + int(idx[i]), raw[i], off[i]) for i in rest.tolist())
 
     def _raw_line(self, lines: list[bytes], k: int, newlines: int) -> bytes | None:

@@ -9,6 +9,7 @@ decompression and the scan of its first members share the cores.
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 from collections.abc import Callable, Iterator
@@ -23,11 +24,12 @@ from crashcart.ingest.direct import DirectFile
 from crashcart.ingest.extract import Member
 from crashcart.models import Finding, SkippedFile
 from crashcart.scan import telemetry
-from crashcart.scan.findings import IdSource, build_findings
+from crashcart.scan.feeds import Feed
+from crashcart.scan.findings import CONTEXT_CAP, IdSource, build_findings
 from crashcart.scan.hang_evidence import scan_hang_evidence
 from crashcart.scan.matcher import HyperscanMatcher, Matcher, ReMatcher, make_matcher
 from crashcart.scan.matcher import matcher_name as _matcher_name
-from crashcart.scan.reader import NUMPY_MIN_BYTES, Feed, FileScan, numpy_module, scan_file, scan_stream
+from crashcart.scan.reader import KEEP_HITS, NUMPY_MIN_BYTES, FileScan, numpy_module, scan_file, scan_stream
 from crashcart.settings import BundleLimits, ScanSettings
 
 PARALLEL_MIN_BYTES = 16 * 1024 * 1024
@@ -166,12 +168,29 @@ def scan_files(
     if pool is None and (_workers(settings) <= 1 or total < PARALLEL_MIN_BYTES):
         base = matcher or make_matcher(settings.matcher)
         for phys, path in jobs:
-            record(scan_file(base, phys, path, buffer_bytes=settings.buffer_bytes, max_line_bytes=max_line))
+            record(
+                scan_file(
+                    base,
+                    phys,
+                    path,
+                    buffer_bytes=settings.buffer_bytes,
+                    max_line_bytes=max_line,
+                    keep_hits=hit_limits(),
+                )
+            )
         return scans
     with pool or ScanPool(settings, max_line) as threads:
         for fs in threads.results(jobs):
             record(fs)
     return scans
+
+
+@functools.cache
+def hit_limits() -> tuple[int, ...]:
+    """Hit lines the reader keeps at each end of a file, per signature: a fact line (context role: versions,
+    init, progress printed every step) is itemised ``CONTEXT_CAP`` times per file at most, so the reader
+    holds no more of it than that; other signatures keep ``KEEP_HITS``."""
+    return tuple(CONTEXT_CAP // 2 if s.role == "context" else KEEP_HITS for s in load_catalogue().signatures)
 
 
 def _workers(settings: ScanSettings) -> int:
@@ -247,7 +266,12 @@ class ScanPool:
 
     def _scan(self, physical: Path, path: str) -> FileScan:
         return scan_file(
-            self._matcher(), physical, path, buffer_bytes=self._buffer_bytes, max_line_bytes=self._max_line
+            self._matcher(),
+            physical,
+            path,
+            buffer_bytes=self._buffer_bytes,
+            max_line_bytes=self._max_line,
+            keep_hits=hit_limits(),
         )
 
     def _stream(self, feed: Feed, out: DirectFile, path: str) -> FileScan:
@@ -260,6 +284,7 @@ class ScanPool:
                     buffer_bytes=self._buffer_bytes,
                     max_line_bytes=self._max_line,
                     sink=out.write,
+                    keep_hits=hit_limits(),
                 )
         except BaseException as exc:
             feed.fail(exc)
