@@ -10,7 +10,7 @@ Output: scored ``Candidate``s for the offline reduce, and the penalties they imp
 - *silent rank*: the others time out in a collective and one rank printed neither a timeout nor an error ->
   ``rank_hang_or_missing_rank`` citing its last line;
 - *stack dumps*: py-spy dumps where every process but one waits in a collective -> the odd process;
-- *throughput drop*: iteration times that step up and stay up -> ``straggler_fail_slow``.
+- *throughput drop* and *slow rank*: in ``throughput`` (re-exported here).
 
 Times inherited from far above a line are not trusted (``trusted_times``). Pure.
 """
@@ -21,10 +21,11 @@ import re
 from collections import defaultdict
 from collections.abc import Iterable
 from datetime import datetime, timedelta
-from statistics import median
 
 from crashcart.models import Finding, RankLast, Topology
 from crashcart.reduce.causal import Candidate
+from crashcart.reduce.throughput import step_up as step_up  # re-exported: the slow-rank checks live there
+from crashcart.reduce.throughput import throughput_drop as throughput_drop
 from crashcart.text import clock
 from crashcart.text.prefix import split_prefix
 
@@ -38,11 +39,9 @@ _WAIT_TEXT = re.compile(
 )
 _GLOO_MS = re.compile(r"Timed out waiting (\d+)ms")
 HANG = "rank_hang_or_missing_rank"
-SLOW = "straggler_fail_slow"
 
 BASE_SILENT = 44.0  # a rank that printed nothing while the others timed out
 BASE_WORK = 52.0  # ... and a line that says what it was doing
-BASE_SLOW = 40.0  # a throughput drop
 WAIT_PENALTY = 30.0  # a candidate that is only the waiting ranks' own timeout
 SHORT_TIMEOUT_MS = 300_000  # below both PyTorch defaults (10 and 30 minutes): slow legitimate work trips it
 REACHES = 0.8  # a bar whose elapsed time is this share of the timeout "reaches" it
@@ -287,80 +286,6 @@ def explained_by_wait(cands: Iterable[Candidate], waiting: list[Finding], hang: 
         if own and len(own) == len(c.findings):
             c.score -= WAIT_PENALTY
             c.penalties.append(f"explained by {HANG}: the timeout of a rank that waited for another")
-
-
-# ---------------------------------------------------------------------------------------------
-# Throughput
-
-
-STEP_UP = 1.04  # iteration time up by 4 % or more ...
-MIN_SIDE = 2  # ... over at least two iterations on each side of the change
-
-
-def _seconds(f: Finding) -> float | None:
-    try:
-        v = float(f.fields.get("iter_time", ""))
-    except ValueError:
-        return None
-    return v / 1000.0 if f.fields.get("unit") == "ms" else v
-
-
-def throughput_drop(findings: list[Finding]) -> Candidate | None:
-    """Iteration times of one log that step up and stay up to its end (a GPU or node that turned slow)."""
-    series: dict[tuple[str, int | None], list[tuple[int, float, Finding]]] = defaultdict(list)
-    for f in findings:
-        if f.signature == "progress.iteration_time" and (s := _seconds(f)) is not None and s > 0:
-            series[(f.evidence[0].file, f.rank)].append((f.evidence[0].line, s, f))
-    best: tuple[float, list[Finding], float, float] | None = None
-    for points in series.values():
-        points.sort(key=lambda p: p[0])
-        if _batch_changes(points):
-            continue  # a batch-size ramp-up makes iterations longer by design
-        values = [p[1] for p in points]
-        found = step_up(values)
-        if found is None:
-            continue
-        k, ratio = found
-        if best is None or ratio > best[0]:
-            best = (ratio, [points[k][2], points[-1][2]], median(values[:k]), median(values[k:]))
-    if best is None:
-        return None
-    ratio, cited, before, after = best
-    lead = _as_root(
-        cited[0], SLOW, f"iterations slowed from {before:.3g} s to {after:.3g} s ({(ratio - 1) * 100:.0f} % slower)"
-    )
-    rest = [_as_root(f, SLOW, "still slow at the end of the log") for f in cited[1:] if f.id != cited[0].id]
-    c = Candidate(SLOW, [lead, *rest], [])
-    c.lead = lead
-    c.score = BASE_SLOW
-    c.reasons.append(
-        f"iteration time stepped up {(ratio - 1) * 100:.0f} % and stayed up: one slow GPU, link or node holds back "
-        "every synchronous step"
-    )
-    c.penalties.append("the log does not say which GPU or node is slow")
-    return c
-
-
-def step_up(values: list[float]) -> tuple[int, float] | None:
-    """The first index after which a series stays up (every later value above all but a tenth of the earlier ones,
-    the medians at least ``STEP_UP`` apart) and the ratio of the medians after and before, or None."""
-    n = len(values)
-    for k in range(MIN_SIDE, n - MIN_SIDE + 1):
-        pre, post = values[:k], values[k:]
-        base = median(pre)
-        ratio = median(post) / base
-        if ratio < STEP_UP or min(post) < base * (1 + (STEP_UP - 1) / 2):
-            continue
-        above = sum(1 for v in pre if v >= min(post))
-        if above * 10 > len(pre):
-            continue
-        return k, ratio  # the first point after which the series stays up
-    return None
-
-
-def _batch_changes(points: list[tuple[int, float, Finding]]) -> bool:
-    sizes = {p[2].fields.get("batch") for p in points} - {None, ""}
-    return len(sizes) > 1
 
 
 # ---------------------------------------------------------------------------------------------

@@ -20,12 +20,12 @@ from crashcart.reduce.adjust import hardware_first
 from crashcart.reduce.causal import Candidate, Picture, candidates, own_time, picture, score, teardown_aborts, versions
 from crashcart.reduce.explain import _compose, _unknown
 from crashcart.reduce.hang_files import add_file_candidates, with_rank_stops
+from crashcart.reduce.host import host_suspects, switch_endpoint
 from crashcart.reduce.hangs import (
     explained_by_wait,
     first_in_file_order,
     hang_candidate,
     last_line_finding,
-    throughput_drop,
     trusted_times,
     waits,
 )
@@ -36,6 +36,8 @@ from crashcart.reduce.smells import (
     interface_smells,
     master_addr_smell,
 )
+from crashcart.reduce.throughput import slow_candidates
+from crashcart.reduce.trends import trend_candidates
 from crashcart.reduce.verdict import no_failure
 
 MIN_SCORE = 30.0
@@ -76,6 +78,8 @@ def _decide(groups: list[Group], findings: list[Finding], topo: Topology, last: 
     _add_smells(cands, findings, topo)
     add_file_candidates(cands, findings, topo)  # Flight Recorder, stack dumps, RAS (hang_files)
     hardware_first(cands)
+    switch_endpoint(cands, findings)  # an NVSwitch fault one GPU reports its side of (reduce/host.py)
+    host_suspects(cands, findings, topo)  # several programs failing on one host point at the host
     cands.sort(  # a tie without clocks: the cause is printed before its effects in the same file
         key=lambda c: (
             -c.score,
@@ -117,12 +121,24 @@ def _add_hangs(cands: list[Candidate], findings: list[Finding], topo: Topology, 
     hang = hang_candidate(findings, topo, last)
     if hang is not None:
         explained_by_wait(cands, waits(findings), hang)
-    for extra in (hang, throughput_drop(findings)):
+    errors = any(c.class_id not in _NOT_ERRORS and not c.generic and c.score >= MIN_SCORE for c in cands)
+    slow = slow_candidates(findings, topo, other_errors=errors)  # reduce/throughput.py
+    for trend in trend_candidates(findings):  # reduce/trends.py: loss scale collapse, loss spike
+        same = next((c for c in cands if c.class_id == trend.class_id), None)
+        if same is not None and same.severity not in {"info", "P3"}:  # a line states it: that line speaks
+            same.score = max(same.score, trend.score)
+            same.reasons.extend(trend.reasons)
+        elif same is None or same.score < trend.score:
+            cands[:] = [c for c in cands if c is not same] + [trend]
+    for extra in (hang, *slow):
         if extra is None:
             continue
         same = next((c for c in cands if c.class_id == extra.class_id), None)
         if same is None or same.score < extra.score:
             cands[:] = [c for c in cands if c is not same] + [extra]
+
+
+_NOT_ERRORS = frozenset({"straggler_fail_slow", "fp16_loss_scale_overflow", "loss_spike_divergence", "unknown"})
 
 
 def _add_smells(cands: list[Candidate], findings: list[Finding], topo: Topology) -> None:
