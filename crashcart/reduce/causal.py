@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from crashcart.catalogue import load_catalogue
-from crashcart.models import Finding, Group, RankLast, Topology
+from crashcart.models import Culprit, Finding, Group, RankLast, Topology
 from crashcart.text import prefix
 
 SEVERITY_WEIGHT = {"P0": 50.0, "P1": 38.0, "P2": 38.0, "P3": 32.0, "info": 8.0}
@@ -65,6 +65,7 @@ class Candidate:
     reasons: list[str] = field(default_factory=list)
     penalties: list[str] = field(default_factory=list)
     lead: Finding | None = None  # the finding that speaks for the candidate, when not simply the first
+    where: Culprit | None = None  # the place the evidence as a whole names, over the first finding's (host.py)
     class_severity: str = field(init=False)  # the taxonomy's severity of the class (facts speak for the class)
 
     def __post_init__(self) -> None:

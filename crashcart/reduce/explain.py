@@ -35,6 +35,8 @@ def _rank_of_pid(node: str, pid: str, topo: Topology, findings: list[Finding]) -
 
 
 def _culprit(c: Candidate, topo: Topology, findings: list[Finding] | None = None) -> Culprit:
+    if c.where is not None:
+        return c.where  # several programs on one host, a switch's GPU endpoint (reduce/host.py)
     first = c.first
     nodes = c.nodes
     node = first.node if len(nodes) <= 1 or len(nodes) * 3 <= max(len(topo.nodes), 1) else None

@@ -20,7 +20,6 @@ from crashcart.reduce.adjust import hardware_first
 from crashcart.reduce.causal import Candidate, Picture, candidates, own_time, picture, score, teardown_aborts, versions
 from crashcart.reduce.explain import _compose, _unknown
 from crashcart.reduce.hang_files import add_file_candidates, with_rank_stops
-from crashcart.reduce.host import host_suspects, switch_endpoint
 from crashcart.reduce.hangs import (
     explained_by_wait,
     first_in_file_order,
@@ -29,6 +28,7 @@ from crashcart.reduce.hangs import (
     trusted_times,
     waits,
 )
+from crashcart.reduce.host import host_suspects, switch_endpoint
 from crashcart.reduce.smells import (
     CONNECT_CLASSES,
     SMELL_SCORE,

@@ -1,0 +1,295 @@
+"""GPU driver, GSP and CUDA semantics from the emitters (issue 14, capabilities 1 and 7).
+
+Lines are in the shapes their emitters print: the NVIDIA driver's Xid line (open-gpu-kernel-modules
+src/nvidia/src/kernel/gpu/rc/kernel_rc.c ``NVRM: Xid (PCI:%04x:%02x:%02x[ GPU-I:%02u[ GPU-CI:%02u]]): %d, pid=%s,
+name=%s, %s[ caused by previous Xid %d]``), its GSP RPC/heartbeat/CrashCat reports (kernel_gsp.c,
+libraries/crashcat, 535-595), NVSwitch SXids (common_nvswitch.h), PyTorch's ``CUDA error: <cudaGetErrorString>``
+(c10/cuda/CUDAException.cpp) with the CUDA runtime's error strings.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from crashcart.catalogue import load_catalogue
+from crashcart.pipeline import Outcome, diagnose
+from crashcart.settings import Settings
+
+CAT = load_catalogue()
+
+
+def winner(text: str) -> tuple[str, str] | None:
+    """(signature id, class) of the highest-priority non-context signature matching ``text``."""
+    best = None
+    for i, s in enumerate(CAT.signatures):
+        if s.role == "context" or not CAT.regex(i).search(text):
+            continue
+        if best is None or s.priority > best.priority:
+            best = s
+    return (best.id, best.class_id) if best is not None else None
+
+
+def _run(root: Path, files: dict[str, str], settings: Settings) -> Outcome:
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return asyncio.run(diagnose(root, settings))
+
+
+# --- the Xid catalogue ---------------------------------------------------------------------------------
+
+# NVIDIA's Xid catalog (docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html) mnemonics for codes
+# an earlier table had invented names for, and the codes it lacked.
+CATALOG_MNEMONICS = {
+    1: "ROBUST_CHANNEL_FIFO_ERROR_FIFO_METHOD",
+    18: "ROBUST_CHANNEL_BUS_MASTER_TIMEOUT_ERROR",
+    52: "SILENT_RUNNING_LEVEL_TRANS_DUE_TO_TEMP_RISE",
+    111: "BUNDLE_ERROR_EVENT",
+    113: "DP_LT_FAILURE",
+    118: "HEAD_REGS",
+    138: "ROBUST_CHANNEL_DLA_ERROR",
+    173: "C2C_FATAL_LINK_FAILURE",
+    175: "MEMORY_SUBSYSTEM_ERROR",
+}
+
+
+def test_every_catalogue_xid_has_an_entry() -> None:
+    missing = [code for code in range(1, 177) if code not in CAT.xids]
+    assert missing == []
+
+
+@pytest.mark.parametrize(("code", "mnemonic"), CATALOG_MNEMONICS.items())
+def test_xid_mnemonics_are_the_catalogues(code: int, mnemonic: str) -> None:
+    assert CAT.xid_info(code).mnemonic == mnemonic
+
+
+@pytest.mark.parametrize("code", [*range(111, 119), 138])
+def test_display_and_dla_xids_are_context_not_causes(code: int) -> None:
+    info = CAT.xid_info(code)
+    assert (info.role, info.severity, info.class_id) == ("context", "info", "unknown")
+
+
+def test_xids_newer_than_the_catalog_from_nverror_h() -> None:
+    assert CAT.xid_info(173).class_id == "gpu_nvlink_error" and CAT.xid_info(173).role == "root_candidate"
+    assert CAT.xid_info(174).role == "teardown"  # a silent channel kill follows another fault, like Xid 43
+    assert CAT.xid_info(175).class_id == "gpu_memory_ecc_uncorrectable"
+    assert CAT.xid_info(176).class_id == "pcie_aer_error"
+
+
+def test_a_mig_attributed_xid_is_matched_with_its_gpu() -> None:
+    idx = CAT.index["kernel.xid"]
+    line = "[ 812.4] NVRM: Xid (PCI:0000:3b:00 GPU-I:02 GPU-CI:01): 48, pid=2231, name=python, An uncorrectable double bit error"
+    fields = CAT.extract(idx, line)
+    assert fields is not None
+    assert (fields["pci"], fields["gpu_instance"], fields["compute_instance"], fields["xid"]) == (
+        "0000:3b:00",
+        "02",
+        "01",
+        "48",
+    )
+    assert winner(line) == ("kernel.xid", "xid")
+
+
+# --- GSP firmware failures across driver versions --------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # 535: the RPC timeout as Xid 119's message, "Timeout waiting for RPC from GSP%d!"
+        "NVRM: _kgspRpcRecvPoll: Timeout waiting for RPC from GSP1! Expected function 10 (FREE) (0x0 0x0).",
+        # 570+: the RPC sanity check
+        "NVRM: GPU2 sanity check failed 0xf waiting for RPC response from GSP. Expected function 76 (GSP_RM_CONTROL) sequence 1 (0x0 0x0).",
+        # 590+: the timeout classification banners and the renamed banner function
+        "[ 51.0] NVRM: _kgspClassifyGspTimeout: =============== GSP-RM unresponsive ==================",
+        "[ 51.0] NVRM: _kgspLogRpcTimeout: ********************************* GSP Timeout **********************************",
+        "NVRM: GPU0 _kgspRpcRecvPoll: GSP RM heartbeat timed out",
+        # CrashCat: a GSP task timeout / panic
+        "NVRM: GPU1 GSP task timeout @ pc:0x4d0d9ac, task:1",
+        "NVRM: GSP kernel panic: fatal hardware error (3) @ pc:0x1000, aux:0x0",
+        # boot
+        "NVRM: RmInitAdapter: Cannot initialize GSP firmware RM",
+    ],
+)  # fmt: skip
+def test_gsp_failures_are_gsp_firmware_errors(line: str) -> None:
+    got = winner(line)
+    assert got is not None and got[1] == "gpu_gsp_firmware_error", got
+
+
+def test_a_gsp_watchdog_report_is_not_an_error() -> None:
+    # "Watchdog timeouts do not have an XID associated with them as they are not considered as errors"
+    assert winner("NVRM: GSP task watchdog timeout @ pc:0x4d0d9ac, partition:1#2, task:3") is None
+
+
+def test_gsp_reported_pmu_halt_needs_a_reset() -> None:
+    assert winner("NVRM: _kgspRpcHandlePmuHalt: Received signal from GSP that PMU has halted.") == (
+        "kernel.gsp_pmu_halted",
+        "gpu_engine_hang_reset_required",
+    )
+
+
+# --- CUDA error semantics (cudaGetErrorString wordings as PyTorch prints them) --------------------------
+
+
+@pytest.mark.parametrize(
+    ("message", "klass"),
+    [
+        ("unknown error", "gpu_engine_hang_reset_required"),  # cudaErrorUnknown: device state
+        ("hardware stack error", "gpu_engine_hang_reset_required"),  # cudaErrorHardwareStackError
+        ("uncorrectable ECC error encountered", "gpu_memory_ecc_uncorrectable"),  # cudaErrorECCUncorrectable
+        (
+            "uncorrectable NVLink error detected during the execution",
+            "gpu_nvlink_error",
+        ),  # cudaErrorNvlinkUncorrectable
+        ("an illegal memory access was encountered", "cuda_kernel_fault"),  # cudaErrorIllegalAddress
+        ("device-side assert triggered", "cuda_kernel_fault"),  # cudaErrorAssert
+        ("unspecified launch failure", "cuda_kernel_fault"),  # cudaErrorLaunchFailure: the kernel faulted
+        ("invalid argument", "python_exception_rank_crash"),  # cudaErrorInvalidValue: the API call was wrong
+        ("invalid configuration argument", "python_exception_rank_crash"),  # cudaErrorInvalidConfiguration
+    ],
+)
+def test_cuda_errors_by_meaning(message: str, klass: str) -> None:
+    got = winner(f"[rank3]: RuntimeError: CUDA error: {message}")
+    assert got is not None and got[1] == klass, got
+
+
+# --- Xid chains end to end ------------------------------------------------------------------------------
+
+
+def test_caused_by_previous_xid_promotes_the_cause_end_to_end(tmp_path: Path, settings: Settings) -> None:
+    kern = (
+        "Nov 30 02:13:07 gpu-node-03 kernel: NVRM: Xid (PCI:0000:b7:00): 45, pid=8812, name=python, Ch 00000010\n"
+        "Nov 30 02:13:07 gpu-node-03 kernel: NVRM: Xid (PCI:0000:b7:00): 140, pid='<unknown>', name=<unknown>, "
+        "An uncorrectable ECC error escaped\n"
+        "Nov 30 02:13:08 gpu-node-03 kernel: NVRM: Xid (PCI:0000:b7:00): 45, pid=8812, name=python, Ch 00000011 "
+        "caused by previous Xid 140\n"
+    )
+    out = _run(tmp_path / "b", {"gpu-node-03/kern.log": kern}, settings)
+    rc = out.document.root_cause
+    assert rc.class_ == "gpu_memory_ecc_uncorrectable"
+    assert rc.culprit.gpu is not None and rc.culprit.gpu.startswith("0000:b7:00")
+    assert all(c.line == 2 for c in rc.citations if c.verified)
+
+
+def test_a_lone_summary_xid_is_the_root_with_its_gpu(tmp_path: Path, settings: Settings) -> None:
+    kern = (
+        "Nov 30 02:13:07 gpu-node-03 kernel: NVRM: Xid (PCI:0000:2a:00): 154, GPU recovery action changed from "
+        "0x0 (None) to 0x2 (Node Reboot Required)\n"
+    )
+    out = _run(tmp_path / "b", {"gpu-node-03/kern.log": kern}, settings)
+    rc = out.document.root_cause
+    assert rc.class_ == "gpu_engine_hang_reset_required"
+    assert rc.culprit.gpu is not None and rc.culprit.gpu.startswith("0000:2a:00")
+
+
+# --- several programs on one host -----------------------------------------------------------------------
+
+TIMEOUT = (
+    "[rank{r}]:[E1130 02:40:01.000000000 ProcessGroupNCCL.cpp:632] [Rank {r}] Watchdog caught collective operation "
+    "timeout: WorkNCCL(SeqNum=88, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600078 "
+    "milliseconds before timing out.\n"
+)
+CUDA_UNKNOWN = (
+    "[rank{r}]: Traceback (most recent call last):\n"
+    '[rank{r}]:   File "train.py", line 88, in <module>\n'
+    "[rank{r}]:     loss.backward()\n"
+    "[rank{r}]: RuntimeError: CUDA error: unknown error\n"
+)
+
+
+def _job(failing: dict[int, str]) -> dict[str, str]:
+    """Ranks 0-3 on gpu-node-07 and 4-7 on gpu-node-08; ``failing`` ranks print their error, the rest time out."""
+    files = {}
+    for r in range(8):
+        node = "gpu-node-07" if r < 4 else "gpu-node-08"
+        files[f"logs/{node}/rank_{r}.out"] = failing[r].format(r=r) if r in failing else TIMEOUT.format(r=r)
+    return files
+
+
+def test_several_ranks_with_device_errors_on_one_host_point_at_the_host(tmp_path: Path, settings: Settings) -> None:
+    out = _run(tmp_path / "b", _job({1: CUDA_UNKNOWN, 2: CUDA_UNKNOWN}), settings)
+    rc = out.document.root_cause
+    assert rc.class_ == "gpu_engine_hang_reset_required"
+    assert (rc.culprit.node, rc.culprit.rank, rc.culprit.gpu) == ("gpu-node-07", None, None)
+    assert {c.file for c in rc.citations if c.verified} >= {
+        "logs/gpu-node-07/rank_1.out",
+        "logs/gpu-node-07/rank_2.out",
+    }
+
+
+def test_one_rank_with_a_device_error_stays_that_rank(tmp_path: Path, settings: Settings) -> None:
+    out = _run(tmp_path / "b", _job({2: CUDA_UNKNOWN}), settings)
+    rc = out.document.root_cause
+    assert rc.class_ == "gpu_engine_hang_reset_required"
+    assert rc.culprit.rank == 2
+
+
+def test_device_errors_on_two_hosts_name_no_single_host(tmp_path: Path, settings: Settings) -> None:
+    out = _run(tmp_path / "b", _job({1: CUDA_UNKNOWN, 5: CUDA_UNKNOWN}), settings)
+    assert out.document.root_cause.culprit.node != "gpu-node-07" or out.document.root_cause.culprit.rank is not None
+
+
+def test_one_gpu_every_report_names_keeps_the_gpu(tmp_path: Path, settings: Settings) -> None:
+    files = _job({1: CUDA_UNKNOWN, 2: CUDA_UNKNOWN})
+    files["gpu-node-07/kern.log"] = (
+        "Nov 30 02:30:00 gpu-node-07 kernel: NVRM: Xid (PCI:0000:3b:00): 79, pid=0, GPU has fallen off the bus.\n"
+    )
+    rc = _run(tmp_path / "b", files, settings).document.root_cause
+    assert rc.class_ == "gpu_fallen_off_bus"
+    assert rc.culprit.gpu is not None and rc.culprit.gpu.startswith("0000:3b:00")
+
+
+def test_unrelated_programs_faulting_on_one_host_point_at_the_host(tmp_path: Path, settings: Settings) -> None:
+    kern = (
+        "Nov 30 02:13:07 gpu-node-09 kernel: NVRM: Xid (PCI:0000:07:00): 13, pid=4410, name=python3, Graphics "
+        "SM Warp Exception on (GPC 1, TPC 0): Out Of Range Address\n"
+        "Nov 30 02:13:09 gpu-node-09 kernel: NVRM: Xid (PCI:0000:0f:00): 31, pid=5120, name=render, channel "
+        "0x00000002, intr 00000000. MMU Fault: ENGINE GRAPHICS GPC0 GPCCLIENT_T1_3 faulted @ 0x7f_12340000. "
+        "Fault is of type FAULT_PDE ACCESS_TYPE_VIRT_READ\n"
+    )
+    rc = _run(tmp_path / "b", {"gpu-node-09/kern.log": kern}, settings).document.root_cause
+    assert (rc.culprit.node, rc.culprit.rank, rc.culprit.gpu) == ("gpu-node-09", None, None)
+
+
+def test_one_program_faulting_twice_is_not_the_host(tmp_path: Path, settings: Settings) -> None:
+    kern = (
+        "Nov 30 02:13:07 gpu-node-09 kernel: NVRM: Xid (PCI:0000:07:00): 13, pid=4410, name=python3, Graphics "
+        "SM Warp Exception on (GPC 1, TPC 0): Out Of Range Address\n"
+        "Nov 30 02:13:07 gpu-node-09 kernel: NVRM: Xid (PCI:0000:07:00): 13, pid=4410, name=python3, Graphics "
+        "SM Warp Exception on (GPC 2, TPC 1): Out Of Range Address\n"
+    )
+    rc = _run(tmp_path / "b", {"gpu-node-09/kern.log": kern}, settings).document.root_cause
+    assert rc.culprit.gpu is not None and rc.culprit.gpu.startswith("0000:07:00")
+
+
+# --- an NVSwitch error and its GPU endpoint -------------------------------------------------------------
+
+SXID = (
+    "[Sun Nov 30 02:13:07 2026] nvidia-nvswitch2: SXid (PCI:0000:87:00.0): 24007, Fatal, Link 14 sourcetrack "
+    "timeout error\n"
+)
+
+
+def _xid74(pci: str, second: int) -> str:
+    return (
+        f"[Sun Nov 30 02:13:{second:02d} 2026] NVRM: Xid (PCI:{pci}): 74, pid=3310, name=python, NVLink: fatal "
+        "error detected on link 8(0x0, 0x0, 0x10000, 0x0, 0x0, 0x0, 0x0)\n"
+    )
+
+
+def test_an_sxid_with_one_gpus_nvlink_xid_names_that_gpu(tmp_path: Path, settings: Settings) -> None:
+    kern = SXID + _xid74("0000:48:00", 9)
+    rc = _run(tmp_path / "b", {"hgx-04/dmesg.log": kern}, settings).document.root_cause
+    assert rc.class_ in {"nvswitch_fabric_manager_error", "gpu_nvlink_error"}
+    assert rc.culprit.gpu is not None and rc.culprit.gpu.startswith("0000:48:00")
+
+
+def test_an_sxid_with_several_gpus_names_no_gpu(tmp_path: Path, settings: Settings) -> None:
+    kern = SXID + _xid74("0000:48:00", 9) + _xid74("0000:4e:00", 10)
+    rc = _run(tmp_path / "b", {"hgx-04/dmesg.log": kern}, settings).document.root_cause
+    assert rc.class_ == "nvswitch_fabric_manager_error"
+    assert rc.culprit.gpu is None
