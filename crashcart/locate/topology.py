@@ -18,9 +18,11 @@ from crashcart.text.gpuid import canonical_pci
 
 _MAPPING = re.compile(r"'([A-Za-z0-9][\w.-]*)': \[([\d, ]*)\]")
 # NCCL src/debug.cc (ncclDebugLog, 2.x): WARN lines "\n%s:%d:%d [%d] %s:%d NCCL WARN " and INFO lines
-# "%s:%d:%d [%d] NCCL INFO " = hostname (cut at the first '.'), pid, tid, cudaDev; some builds put a time first.
+# "%s:%d:%d [%d] NCCL INFO " = hostname (cut at the first '.'), pid, tid, cudaDev; 2.26+ put "[%F %T] " first
+# (NCCL_DEBUG_TIMESTAMP_FORMAT, on WARN lines by default) and 2.30 "<file>:<line> (<function>) NCCL WARN ".
 _NCCL_PREFIX = re.compile(
-    r"(?:^|[\s\]])(?P<host>[A-Za-z0-9][\w.-]*):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] (?:\S+:\d+ )?NCCL "
+    r"(?:^|[\s\]])(?P<host>[A-Za-z0-9][\w.-]*):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] "
+    r"(?:\S+:\d+ (?:\(\w+\) )?)?NCCL "
 )
 _LOOPBACK = frozenset({"localhost", "127.0.0.1", "::1", "localhost.localdomain"})
 # Launcher prefixes that name a global rank: vLLM's worker processes "(VllmWorker rank=1 pid=2445156) "

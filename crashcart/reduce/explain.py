@@ -175,6 +175,7 @@ def _compose(
         root.reasons.append(suspect[0])
         root_ids += [ev.id for ev in suspect[1] if ev.id not in root_ids]
     conf = _confidence(root, others, pic, culprit)
+    root_ids = _distinct(root_ids, registry)
     return Diagnosis(
         root_class=root.class_id,
         summary=_summary(root, culprit),
@@ -188,6 +189,19 @@ def _compose(
         timeline=_timeline(root, groups),
         reasoning=[*root.reasons, *(f"against: {p}" for p in root.penalties), *pic.notes],
     )
+
+
+def _distinct(ids: list[str], registry: dict[str, Evidence]) -> list[str]:
+    """Evidence ids without a second citation of the same span (two signatures that matched one line)."""
+    seen: set[tuple[str, int, int | None]] = set()
+    out: list[str] = []
+    for i in ids:
+        ev = registry.get(i)
+        key = (ev.file, ev.line, ev.end_line) if ev is not None else (i, -1, None)
+        if key not in seen:
+            seen.add(key)
+            out.append(i)
+    return out
 
 
 def _unknown(
