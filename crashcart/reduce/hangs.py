@@ -46,11 +46,17 @@ WAIT_PENALTY = 30.0  # a candidate that is only the waiting ranks' own timeout
 SHORT_TIMEOUT_MS = 300_000  # below both PyTorch defaults (10 and 30 minutes): slow legitimate work trips it
 REACHES = 0.8  # a bar whose elapsed time is this share of the timeout "reaches" it
 
-# tqdm/std.py format_meter: '<desc>: <pct>%|<bar>| <n>/<total> [<elapsed><<remaining>, <rate>]'
+# tqdm/std.py format_meter: '<desc>: <pct>%|<bar>| <n>/<total> [<elapsed><<remaining>, <rate>]', and without a
+# total '<desc>: <n><unit> [<elapsed>, <rate>]' (format_interval: [H:]MM:SS)
 _TQDM = re.compile(
     r"(?P<percent>\d{1,3})%\|[^|]*\| ?(?P<n>\d+(?:\.\d+)?[kMGTPEZY]?)/(?P<total>\d+(?:\.\d+)?[kMGTPEZY]?) "
     r"\[(?P<elapsed>(?:\d+:)?\d\d:\d\d)<"
+    r"|\b\d+(?:\.\d+)?[kMGTPEZY]?(?:it|[A-Za-z ]{1,24}) \[(?P<elapsed_only>(?:\d+:)?\d\d:\d\d), +(?:\d|\?)"
 )
+# PyTorch's default process-group timeouts when no line states one: 10 min for NCCL (torch >= 2.2,
+# distributed/constants.py default_pg_nccl_timeout), 30 min otherwise (default_pg_timeout); the shorter one decides
+# whether a bar "reaches" it.
+DEFAULT_TIMEOUT_MS = 600_000
 # Descriptions of bars that run outside collectives (datasets: "Map", "Filter", "Generating train split";
 # transformers examples: "Running tokenizer on dataset", "Grouping texts in chunks of", "Loading checkpoint shards";
 # lm-evaluation-harness: "Running loglikelihood requests"; Lightning: "Validation DataLoader 0"; YOLO val: "Class
@@ -152,7 +158,8 @@ def _own_teardown(f: Finding) -> bool:
 
 
 def bar_of(text: str) -> tuple[str, float, int] | None:
-    """The last tqdm bar of a line (carriage-return updates share a line): description, elapsed seconds, percent."""
+    """The last tqdm bar of a line (carriage-return updates share a line): description, elapsed seconds, percent
+    (-1 for a bar without a total)."""
     last = None
     for m in _TQDM.finditer(text):
         last = m
@@ -161,9 +168,10 @@ def bar_of(text: str) -> tuple[str, float, int] | None:
     before = text[: last.start()]
     cut = max(before.rfind("\r"), before.rfind("]"), before.rfind("|"))
     desc = split_prefix(before[cut + 1 :]).rest.strip().rstrip(":").strip()
-    parts = [int(p) for p in last.group("elapsed").split(":")]
+    parts = [int(p) for p in (last.group("elapsed") or last.group("elapsed_only")).split(":")]
     seconds = sum(v * 60**i for i, v in enumerate(reversed(parts)))
-    return desc, float(seconds), int(last.group("percent"))
+    percent = last.group("percent")
+    return desc, float(seconds), int(percent) if percent is not None else -1  # -1: a bar without a total
 
 
 def is_work(desc: str) -> bool:
@@ -189,7 +197,7 @@ def long_bars(findings: list[Finding], waiting: list[Finding], limit_ms: int | N
 
 
 def announced(findings: list[Finding], rank: int) -> Finding | None:
-    """The step the rank announced last, when no training step of that rank follows it."""
+    """The step the rank announced last, when no training step and no "finished" line of that rank follows it."""
     mine = [f for f in findings if f.rank == rank and f.role == "context"]
     steps = [f for f in mine if f.signature == "progress.step_announced"]
     if not steps:
@@ -198,7 +206,7 @@ def announced(findings: list[Finding], rank: int) -> Finding | None:
     later = [
         f
         for f in mine
-        if f.signature in _STEP_SIGNATURES
+        if (f.signature in _STEP_SIGNATURES or f.signature == "progress.step_done")
         and f.evidence[0].file == last.evidence[0].file
         and f.evidence[0].line > last.evidence[0].line
     ]
@@ -237,13 +245,16 @@ def hang_candidate(findings: list[Finding], topo: Topology, last: dict[int, Rank
     chosen: list[Finding] = []
     reasons: list[str] = []
     work = False
-    for f in long_bars(findings, waiting, limit)[:1]:
+    for f in long_bars(findings, waiting, limit or DEFAULT_TIMEOUT_MS)[:1]:
         bar = bar_of(f.evidence[0].text)
-        assert bar is not None and limit is not None
+        assert bar is not None
         who = f"rank {f.rank}" if f.rank is not None else "a rank"
         summary = f"{who} was still busy with “{bar[0][:60]}” after {bar[1] / 60:.1f} min, outside any collective"
         chosen.append(_as_root(f, HANG, summary))
-        reasons.append(f"{summary}; the others waited in a collective with a {limit / 1000:.0f} s timeout")
+        if limit is not None:
+            reasons.append(f"{summary}; the others waited in a collective with a {limit / 1000:.0f} s timeout")
+        else:
+            reasons.append(f"{summary}; the others timed out in a collective (PyTorch's default timeout: 10 min)")
         work = True
     first_wait = min((f.time for f in waiting if f.time is not None), default=None)
     for r in sorted(silent):

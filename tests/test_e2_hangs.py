@@ -1,0 +1,123 @@
+"""Slow and hung ranks without a mismatch message (crashcart/reduce/hangs.py), issue 14 capability 6.
+
+Lines in the shapes their emitters print: tqdm format_meter with and without a total, c10d's watchdog and
+"communicator was aborted", Megatron's dataset builds and their "finished" line, HF Trainer's evaluation banner.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from crashcart.catalogue import load_catalogue
+from crashcart.models import Evidence, Finding, RankInfo, RankLast, Topology
+from crashcart.pipeline import diagnose
+from crashcart.reduce import hangs
+from crashcart.settings import Settings
+
+_n = iter(range(1, 100_000))
+
+
+def finding(signature: str, text: str, *, rank: int | None = None, file: str = "train.log", line: int = 1) -> Finding:
+    cat = load_catalogue()
+    idx = cat.index[signature]
+    s = cat.signatures[idx]
+    fields = cat.extract(idx, text)
+    assert fields is not None, (signature, text)
+    n = next(_n)
+    return Finding(
+        id=f"F{n:05d}",
+        class_id=s.class_id,
+        signature=s.id,
+        role=s.role,
+        severity=s.severity,
+        summary=s.id,
+        rank=rank,
+        fields=fields,
+        evidence=[Evidence(id=f"E{n:05d}", file=file, line=line, text=text)],
+    )
+
+
+def aborted(rank: int, line: int = 9) -> Finding:
+    """A waiting rank's error that states no timeout (c10d: the communicator was aborted)."""
+    return finding(
+        "nccl.communicator_aborted",
+        f"RuntimeError: NCCL communicator was aborted on rank {rank}.",
+        rank=rank,
+        file=f"rank{rank}.log",
+        line=line,
+    )
+
+
+def topo(world: int) -> Topology:
+    return Topology(world_size=world, ranks={r: RankInfo(rank=r) for r in range(world)})
+
+
+def test_a_bar_without_a_total_gives_its_elapsed_time() -> None:
+    assert hangs.bar_of("Tokenizing: 45000 examples [35:10, 21.32 examples/s]") == ("Tokenizing", 2110.0, -1)
+    assert hangs.bar_of("Generating: 1234it [1:02:03,  0.33it/s]") == ("Generating", 3723.0, -1)
+    assert hangs.bar_of("[12:03, 4 workers]") is None
+
+
+def test_without_a_stated_timeout_pytorch_s_default_decides() -> None:
+    bar = finding(
+        "progress.tqdm",
+        "Running generate_until requests:  38%|███▊      | 380/1000 [14:10<23:07,  2.24s/it]",
+        rank=0,
+        file="rank0.log",
+        line=30,
+    )
+    waits = [aborted(r) for r in (1, 2, 3)]
+    c = hangs.hang_candidate([bar, *waits], topo(4), {})
+    assert c is not None and c.first.evidence[0] == bar.evidence[0] and c.first.rank == 0
+    assert "default timeout" in " ".join(c.reasons)
+    short = finding("progress.tqdm", "Map:  10%|█         | 100/1000 [04:00<36:00,  0.42 examples/s]", rank=0)
+    assert hangs.hang_candidate([short, *waits], topo(4), {}) is None  # 4 min: well inside 10
+
+
+def _step(text: str, rank: int, line: int) -> Finding:
+    return finding("progress.step_announced", text, rank=rank, file=f"rank{rank}.log", line=line)
+
+
+def test_an_announced_evaluation_or_dataset_build_that_never_finished() -> None:
+    for text in (
+        "[INFO|trainer.py:3819] 2024-06-01 10:00:00,000 >> ***** Running Evaluation *****",
+        "> building train, validation, and test datasets ...",
+        "INFO - Loading the training dataset from /data/pile/train",
+    ):
+        step = _step(text, 3, 40)
+        last = {3: RankLast(evidence=step.evidence[0], time=None)}
+        c = hangs.hang_candidate([step, *(aborted(r) for r in (0, 1, 2))], topo(4), last)
+        assert c is not None and c.first.evidence[0] == step.evidence[0] and c.first.rank == 3, text
+        assert not c.penalties
+
+
+def test_work_the_rank_reported_finished_is_not_where_it_hung() -> None:
+    step = _step("> building train, validation, and test datasets ...", 3, 40)
+    done = finding("progress.step_done", "> finished creating GPT datasets ...", rank=3, file="rank3.log", line=52)
+    last_ev = Evidence(id="L1", file="rank3.log", line=60, text="> compiling dataset index builder ...")
+    last = {3: RankLast(evidence=last_ev, time=None)}
+    c = hangs.hang_candidate([step, done, *(aborted(r) for r in (0, 1, 2))], topo(4), last)
+    assert c is not None and c.first.evidence[0] == last_ev  # its last line, not the finished step
+    assert c.penalties  # no line says what it was doing
+
+
+def test_a_rank_busy_generating_while_the_others_time_out(make_bundle, settings: Settings) -> None:  # type: ignore[no-untyped-def]
+    files = {
+        "logs/rank0.log": (
+            "[rank0]: step 300 | loss 1.9123\n"
+            "[rank0]: Running generate_until requests:   0%|          | 0/2000 [00:00<?, ?it/s]\r"
+            "Running generate_until requests:  22%|██▏       | 440/2000 [31:07<1:50:20,  4.24s/it]\n"
+        ),
+    }
+    for r in (1, 2, 3):
+        files[f"logs/rank{r}.log"] = (
+            f"[rank{r}]: step 300 | loss 1.9123\n"
+            f"[rank{r}]:[E1130 02:30:00.123456789 ProcessGroupNCCL.cpp:632] [Rank {r}] Watchdog caught collective "
+            "operation timeout: WorkNCCL(SeqNum=601, OpType=ALLGATHER, NumelIn=1, NumelOut=4, Timeout(ms)=1800000) "
+            "ran for 1800094 milliseconds before timing out.\n"
+        )
+    out = asyncio.run(diagnose(make_bundle(files), settings))
+    rc = out.document.root_cause
+    assert rc.class_ in {"rank_hang_or_missing_rank", "straggler_fail_slow"}
+    assert rc.culprit.rank == 0
+    assert any(c.file == "logs/rank0.log" and c.line == 2 and c.verified for c in rc.citations)
