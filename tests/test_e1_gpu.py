@@ -293,3 +293,27 @@ def test_an_sxid_with_several_gpus_names_no_gpu(tmp_path: Path, settings: Settin
     rc = _run(tmp_path / "b", {"hgx-04/dmesg.log": kern}, settings).document.root_cause
     assert rc.class_ == "nvswitch_fabric_manager_error"
     assert rc.culprit.gpu is None
+
+
+@pytest.mark.parametrize(
+    ("line", "klass"),
+    [
+        ("RuntimeError: Triton Error [CUDA]: an illegal memory access was encountered", "cuda_kernel_fault"),
+        ("RuntimeError: CUDA driver error: unknown error", "gpu_engine_hang_reset_required"),
+        (
+            "jaxlib.xla_extension.XlaRuntimeError: INTERNAL: CUDA_ERROR_ECC_UNCORRECTABLE",
+            "gpu_memory_ecc_uncorrectable",
+        ),
+    ],
+)
+def test_cuda_errors_through_other_wrappers(line: str, klass: str) -> None:
+    got = winner(line)
+    assert got is not None and got[1] == klass, got
+
+
+def test_fabric_manager_that_does_not_match_the_driver_is_a_fabric_manager_error() -> None:
+    line = (
+        "Nov 05 13:55:26 node1 nv-fabricmanager[104230]: fabric manager NVIDIA GPU driver interface version "
+        "580.65.06 doesn't match with driver version 590.44.01. Please update with the matching NVIDIA driver package."
+    )
+    assert winner(line) == ("fabricmanager.driver_mismatch", "nvswitch_fabric_manager_error")
