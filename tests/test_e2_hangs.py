@@ -121,3 +121,43 @@ def test_a_rank_busy_generating_while_the_others_time_out(make_bundle, settings:
     assert rc.class_ in {"rank_hang_or_missing_rank", "straggler_fail_slow"}
     assert rc.culprit.rank == 0
     assert any(c.file == "logs/rank0.log" and c.line == 2 and c.verified for c in rc.citations)
+
+
+# ---------------------------------------------------------------------------------------------
+# Configuration smells in launch scripts (issue 14, capability 9)
+
+
+def test_a_launch_script_s_master_addr_is_cited_beside_the_failing_connection(make_bundle, settings: Settings) -> None:  # type: ignore[no-untyped-def]
+    script = (
+        "#!/bin/bash\n"
+        "#SBATCH --nodes=2\n"
+        "export MASTER_ADDR=10.0.3.7\n"
+        "export MASTER_PORT=29500\n"
+        'echo "ERROR: this echo is not an error of the job"\n'
+        "srun torchrun --nnodes=2 --nproc-per-node=8 --rdzv-endpoint=$MASTER_ADDR:$MASTER_PORT train.py\n"
+    )
+    log = (
+        "[W socket.cpp:663] [c10d] The client socket has failed to connect to [10.0.3.9]:29500 (errno: 111 - "
+        "Connection refused).\n"
+        "torch.distributed.DistNetworkError: The client socket has timed out after 900s while trying to connect to "
+        "(10.0.3.9, 29500).\n"
+    )
+    out = asyncio.run(diagnose(make_bundle({"job.sbatch": script, "slurm-881.out": log}), settings))
+    rc = out.document.root_cause
+    assert rc.citations[0].file == "slurm-881.out"  # the failure speaks; the script only says why
+    assert any(c.file == "job.sbatch" and c.line == 3 and c.verified for c in rc.citations)
+    cited = [c for part in (out.document.contributing, out.document.symptoms) for x in part for c in x.citations]
+    assert not any(c.file == "job.sbatch" and c.line == 5 for c in [*rc.citations, *cited])
+
+
+def test_a_launch_script_alone_is_no_failure_and_shell_variables_are_no_address(
+    make_bundle, settings: Settings
+) -> None:  # type: ignore[no-untyped-def]
+    cat = load_catalogue()
+    idx = cat.index["launch.master_addr"]
+    assert cat.extract(idx, "export MASTER_ADDR=$(scontrol show hostnames $SLURM_JOB_NODELIST | head -n 1)") is None
+    assert cat.extract(idx, "torchrun --master_addr $MASTER_ADDR --master_port 29500 train.py") is None
+    script = '#!/bin/bash\nexport MASTER_ADDR=10.0.3.7\necho "Traceback (most recent call last):"\nexit 1\n'
+    out = asyncio.run(diagnose(make_bundle({"run.sh": script, "train.log": "step 10 loss 2.3\n"}), settings))
+    rc = out.document.root_cause
+    assert not any(c.file == "run.sh" for c in rc.citations)

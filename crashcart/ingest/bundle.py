@@ -47,7 +47,8 @@ _SYSLOG_HOST = re.compile(
     r"(?:kernel|systemd|slurmd|nvidia|sshd|[\w.-]+\[\d+\])"
 )
 _LOG_EXT = {".log", ".out", ".err", ".txt", ".stdout", ".stderr", ""}
-_CONFIG_EXT = {".yaml", ".yml", ".toml", ".ini", ".cfg", ".conf", ".json", ".env", ".sh", ".py"}
+LAUNCH_SCRIPT_EXT = frozenset({".sh", ".bash", ".sbatch", ".slurm"})  # config files scanned for launch settings only
+_CONFIG_EXT = {".yaml", ".yml", ".toml", ".ini", ".cfg", ".conf", ".json", ".env", ".py", *LAUNCH_SCRIPT_EXT}
 _IMAGE_EXT = {".png", ".jpg", ".jpeg", ".gif", ".webp"}
 
 
@@ -404,6 +405,12 @@ def _head_lines(head: bytes, max_bytes: int) -> list[str]:
         lines = lines[:-1]  # the last piece may be a partial line
     keep = [p for p in lines if p or len(lines) == 1]
     return [p if isinstance(p, str) else canonical_line(p, max_bytes) for p in keep]
+
+
+def is_launch_script(path: str) -> bool:
+    """A job or launch script (``*.sh``, ``*.sbatch``, ``*.slurm``): a config file the scan reads for the few
+    signatures that opt in with ``kinds = ["config", ...]`` (MASTER_ADDR and the like), never for failures."""
+    return PurePosixPath(path.removesuffix(".gz")).suffix.lower() in LAUNCH_SCRIPT_EXT
 
 
 def may_be_scanned(path: str) -> bool:

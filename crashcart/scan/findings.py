@@ -64,8 +64,8 @@ def build_findings(
     per_line: dict[int, list[tuple[int, bytes | None]]] = defaultdict(list)
     for sig, line, raw in fs.hits:
         s = cat.signatures[sig]
-        if s.kinds and bf.kind not in s.kinds:
-            continue
+        if (s.kinds or bf.kind == "config") and bf.kind not in s.kinds:
+            continue  # a launch script (config) yields only the signatures that ask for config files
         per_line[line].append((sig, raw))
     chosen: list[tuple[int, int, bytes | None]] = []
     for line in sorted(per_line):

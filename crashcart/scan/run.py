@@ -19,7 +19,15 @@ from pathlib import Path
 from typing import Literal
 
 from crashcart.catalogue import load_catalogue
-from crashcart.ingest.bundle import SCANNED_KINDS, Bundle, LineIndex, canonical_line, may_be_scanned, open_bundle
+from crashcart.ingest.bundle import (
+    SCANNED_KINDS,
+    Bundle,
+    LineIndex,
+    canonical_line,
+    is_launch_script,
+    may_be_scanned,
+    open_bundle,
+)
 from crashcart.ingest.direct import DirectFile
 from crashcart.ingest.extract import Member
 from crashcart.models import Finding, SkippedFile
@@ -93,7 +101,11 @@ def scan(
     :param files: scans the files instead of this machine (``scan.cluster``); what follows is the same.
     """
     cat = load_catalogue()
-    targets = [f for f in bundle.files if f.kind in SCANNED_KINDS or f.kind == "telemetry"]
+    targets = [
+        f
+        for f in bundle.files
+        if f.kind in SCANNED_KINDS or f.kind == "telemetry" or (f.kind == "config" and is_launch_script(f.path))
+    ]
     jobs: list[tuple[Path, str]] = []
     for f in sorted(targets, key=lambda f: (-f.size, f.path)):
         phys = bundle.physical(f.path)
