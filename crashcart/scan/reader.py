@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import heapq
 import itertools
+import os
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -25,6 +26,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Protocol
 
+from crashcart.scan import backscan
 from crashcart.scan.matcher import Matcher
 
 TAIL_BYTES = 64 * 1024
@@ -33,6 +35,9 @@ GIANT = 4  # a line longer than this many buffers is scanned in buffer-sized pie
 NUMPY_MIN_BYTES = 64 * 1024  # below this, bytes.count beats numpy's call overhead
 MANY_HITS = 64  # from this many matches in one buffer, map them to lines with numpy
 KEEP_HITS = 4_000  # per signature and file, the first and the last this many hit lines are kept (bounded memory)
+BACKSCAN_MIN_BYTES = 16 * 1024 * 1024  # from this file size, a signature whose first hits are held stops being
+# scanned for, and its last hits are found reading the file backwards (``backscan``)
+BACKSCAN_MAX_SWITCHES = 4  # matchers built per file for that (each set of signatures is compiled once)
 
 
 @dataclass
@@ -47,6 +52,7 @@ class FileScan:
     error: str | None = None
     dropped: int = 0  # hit lines of over-frequent signatures not kept: only the first and last KEEP_HITS are
     offsets: dict[int, int] = field(default_factory=dict)  # line -> byte offset of its start, for kept hit lines
+    uncounted: list[int] = field(default_factory=list)  # signatures not scanned for in the middle of the file
 
 
 def numpy_module() -> ModuleType | None:
@@ -69,16 +75,23 @@ def scan_file(
     buffer_bytes: int,
     max_line_bytes: int,
     keep_hits: int | Sequence[int] | None = None,
+    backscan_min_bytes: int = BACKSCAN_MIN_BYTES,
 ) -> FileScan:
     """Scan ``physical`` (shown as ``path``); OS errors become ``FileScan.error``, never exceptions.
 
     :param keep_hits: hit lines kept per signature at each end of the file: one number for every
         signature or one per signature index (default ``KEEP_HITS``; the benchmark's match check keeps them
-        all)."""
+        all). With one per signature, a file of ``backscan_min_bytes`` or more stops being scanned for a
+        signature once its first hits are held, and its last ones are read back from the end (``backscan``).
+    """
     out = FileScan(path=path)
     try:
         with physical.open("rb", buffering=0) as fh:
-            ends_with_newline = _Scanner(matcher, out, buffer_bytes, max_line_bytes, keep_hits).run(fh)
+            size = os.fstat(fh.fileno()).st_size
+            scanner = _Scanner(
+                matcher, out, buffer_bytes, max_line_bytes, keep_hits, backscan=size >= backscan_min_bytes
+            )
+            ends_with_newline = scanner.run(fh, reread=fh.fileno())
             fh.seek(max(0, out.nbytes - TAIL_BYTES))
             out.tail = _tail(fh.read(TAIL_BYTES), out.nbytes, out.lines, ends_with_newline)
     except OSError as exc:
@@ -129,8 +142,11 @@ class _Scanner:
         buffer_bytes: int,
         max_line_bytes: int,
         keep_hits: int | Sequence[int] | None = None,
+        *,
+        backscan: bool = False,
     ) -> None:
         self.matcher, self.out = matcher, out
+        self.full = matcher
         self.keeps: Sequence[int] | None = None
         self.keep = KEEP_HITS
         if isinstance(keep_hits, Sequence):
@@ -150,9 +166,17 @@ class _Scanner:
         self.later: dict[int, deque[tuple[int, int, int, bytes | None, int]]] = {}  # sig -> last KEEP_HITS (seq, ...)
         self.seq = 0
         self.cut = False  # the current piece ends inside a (giant) line that the next piece continues
+        # a signature whose first hits are held is no longer scanned for in a big file: sig -> offset where it stopped
+        self.stopped: dict[int, int] = {}
+        self.switches = 0 if self.keeps is not None and backscan else None
 
-    def run(self, fh: Readable, on_chunk: Callable[[memoryview], None] | None = None) -> bool:
-        """Read ``fh`` to the end, filling ``self.out``; True when the file ends with a newline."""
+    def run(
+        self, fh: Readable, on_chunk: Callable[[memoryview], None] | None = None, *, reread: int | None = None
+    ) -> bool:
+        """Read ``fh`` to the end, filling ``self.out``; True when the file ends with a newline.
+
+        :param reread: a descriptor of the same file, from which the last hits of signatures no longer
+            scanned for are read back (without it, every signature is scanned for to the end)."""
         size = self.buffer_bytes
         buf = bytearray(size)
         digest = hashlib.sha256()
@@ -180,12 +204,16 @@ class _Scanner:
                 self.cut = n > 0 and stop == end and buf[stop - 1] != 0x0A  # a giant line goes on
                 if stop:
                     self._piece(buf, mv, stop)
+                    if self.switches is not None and reread is not None and self.at_line_start:
+                        self._stop_saturated()
                 rest = end - stop
                 if rest:
                     buf[:rest] = mv[stop:end].tobytes()
                 have = rest
             if n == 0:
                 break
+        if self.stopped and reread is not None:
+            self._backscan(reread, last == 0x0A)
         out = self.out
         offsets = out.offsets
         for (_, line, _), off in zip(out.hits, self.head_off, strict=True):
@@ -196,7 +224,7 @@ class _Scanner:
                 offsets.update((line, off) for _, _, line, _, off in d if off >= 0)
             head = zip(self.head_seq, out.hits, strict=True)
             tails = heapq.merge(*[((q, (sig, line, raw)) for q, sig, line, raw, _ in d) for d in self.later.values()])
-            out.hits = [hit for _, hit in heapq.merge(head, tails, key=lambda x: x[0])]
+            out.hits = [hit for _, hit in heapq.merge(head, tails, key=lambda x: (x[1][1], x[0]))]
         out.nbytes = self.offset
         out.lines = self.line - 1 + (1 if self.offset and last != 0x0A else 0)
         out.sha256 = digest.hexdigest()
@@ -226,6 +254,43 @@ class _Scanner:
         self.line += newlines
         self.offset += stop
         self.at_line_start = buf[stop - 1] == 0x0A
+
+    def _stop_saturated(self) -> None:
+        """Stop scanning for the signatures whose first hits are all held (their last ones come from
+        ``backscan``); a matcher for the rest is built, at most ``BACKSCAN_MAX_SWITCHES`` times per file."""
+        assert self.keeps is not None and self.switches is not None
+        full = [s for s, n in self.counts.items() if n > self._limit(s) and s not in self.stopped]
+        if not full or self.switches >= BACKSCAN_MAX_SWITCHES:
+            return
+        rest = frozenset(range(len(self.keeps))) - set(self.stopped) - set(full)
+        if not rest:
+            return
+        self.switches += 1
+        for s in full:
+            self.stopped[s] = self.offset
+        self.matcher = self.full.only(rest)
+        self.out.uncounted = sorted(self.stopped)
+
+    def _backscan(self, fd: int, ends_with_newline: bool) -> None:
+        """The last hits of the signatures no longer scanned for, merged into ``self.later``."""
+        need = {s: self._limit(s) for s in self.stopped}
+        got, _ = backscan.last_hits(
+            fd,
+            self.offset,
+            self.line + (0 if ends_with_newline or not self.offset else 1),
+            self.full.only(frozenset(self.stopped)),
+            self.stopped,
+            need,
+            block=self.buffer_bytes,
+            max_line_bytes=self.max_line_bytes,
+        )
+        for s, hits in got.items():
+            later = self.later.get(s)
+            before = list(later) if later is not None else []
+            self.seq += len(hits)
+            seq0 = self.seq - len(hits)  # after every forward hit: merged by line first, then this
+            new = [(seq0 + i + 1, s, h.line, h.raw, h.offset) for i, h in enumerate(hits)]
+            self.later[s] = deque((before + new)[max(0, len(before) + len(new) - need[s]) :], maxlen=max(1, need[s]))
 
     def _limit(self, sig: int) -> int:
         """Hit lines of ``sig`` kept at each end of the file."""
