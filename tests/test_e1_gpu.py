@@ -317,3 +317,22 @@ def test_fabric_manager_that_does_not_match_the_driver_is_a_fabric_manager_error
         "580.65.06 doesn't match with driver version 590.44.01. Please update with the matching NVIDIA driver package."
     )
     assert winner(line) == ("fabricmanager.driver_mismatch", "nvswitch_fabric_manager_error")
+
+
+def _logged(hhmm: str) -> str:
+    # a training script's logging line carrying PyTorch's CUDA error (logging's default asctime format)
+    return (
+        f"2026-11-30 {hhmm}:00,000 - train - ERROR - rank {{r}} step failed: RuntimeError: CUDA error: unknown error\n"
+    )
+
+
+def test_device_errors_far_apart_on_one_host_are_not_one_event(tmp_path: Path, settings: Settings) -> None:
+    out = _run(tmp_path / "b", _job({1: _logged("02:10"), 2: _logged("02:50")}), settings)
+    rc = out.document.root_cause
+    assert rc.culprit.rank == 1  # the first failure; the one 40 minutes later is another event
+
+
+def test_device_errors_together_on_one_host_name_the_host(tmp_path: Path, settings: Settings) -> None:
+    out = _run(tmp_path / "b", _job({1: _logged("02:10"), 2: _logged("02:11")}), settings)
+    rc = out.document.root_cause
+    assert (rc.culprit.node, rc.culprit.rank) == ("gpu-node-07", None)

@@ -78,13 +78,13 @@ def _host(f: Finding, topo: Topology) -> str | None:
 
 
 def _one_event(events: list[Finding]) -> list[Finding]:
-    """The device errors of the host's first failure: within HOST_WINDOW of the earliest timed one (lines
-    without a clock of their own count only when none has one)."""
-    timed = [f for f in events if own_time(f) is not None]
-    if not timed:
+    """The device errors of the host's first failure: within HOST_WINDOW of the earliest one with a time (a
+    time taken from an earlier line counts, as a lower bound); lines with no time at all are kept."""
+    times = [f.time for f in events if f.time is not None]
+    if not times:
         return events
-    start: datetime = min(t for f in timed if (t := own_time(f)) is not None)
-    return [f for f in timed if (t := own_time(f)) is not None and t - start <= HOST_WINDOW]
+    start = min(times)
+    return [f for f in events if f.time is None or f.time - start <= HOST_WINDOW]
 
 
 def host_suspects(cands: list[Candidate], findings: list[Finding], topo: Topology) -> None:
