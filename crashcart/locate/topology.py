@@ -92,6 +92,9 @@ def infer_topology(files: list[BundleFile], findings: list[Finding], manifest: M
                     hosts[r][host] += 4
                     local[r][local_rank] += 1
                     sources.add("DeepSpeed rank mapping")
+    for rank, host in _summary_hosts(findings):  # torchrun's failure summary: "host : <h>" above "rank : <r> ..."
+        hosts[rank][host] += 5
+        sources.add("torchrun summaries")
     for f in findings:  # srun without a launcher: "srun: error: <host>: task <n>: ..." names a rank's host
         if f.signature.startswith("slurm.task_") and f.fields.get("task", "").isdigit() and f.fields.get("host"):
             hosts[int(f.fields["task"])][f.fields["host"]] += 1
@@ -139,6 +142,24 @@ def infer_topology(files: list[BundleFile], findings: list[Finding], manifest: M
     if world is None and ranks:
         world = max(ranks) + 1
     return Topology(world_size=world, ranks=ranks, nodes=nodes, sources=sorted(sources))
+
+
+def _summary_hosts(findings: list[Finding]) -> list[tuple[int, str]]:
+    """(rank, host) of each entry of torchrun's failure summary (ChildFailedError.format_msg prints ``host :``
+    then ``rank : R (local_rank: L)`` on the next line); a loopback host names no node."""
+    hosts: dict[str, list[tuple[int, str]]] = defaultdict(list)
+    for f in findings:
+        if f.signature == "torchrun.summary_host" and f.fields.get("host") not in (None, "", *_LOOPBACK):
+            hosts[f.evidence[0].file].append((f.evidence[0].line, f.fields["host"]))
+    out: list[tuple[int, str]] = []
+    for f in findings:
+        if f.signature != "torchrun.summary_rank" or not f.fields.get("rank", "").isdigit():
+            continue
+        ev = f.evidence[0]
+        above = [h for n, h in hosts.get(ev.file, []) if 0 < ev.line - n <= 3]
+        if above:
+            out.append((int(f.fields["rank"]), above[-1]))
+    return out
 
 
 def layout_ranks(files: list[BundleFile], findings: list[Finding]) -> dict[int, tuple[str | None, int, set[str]]]:
@@ -353,6 +374,11 @@ def _summary_entries(findings: list[Finding], guessed: set[str]) -> list[Finding
     return out
 
 
+# launchers whose lines tie a pid to a local rank: torchrun's "failed (exitcode: ...) local_rank: L (pid: P)",
+# DeepSpeed's "process P spawned with command: [... '--local_rank=L' ...]"
+_LAUNCHERS = ("torchrun.", "deepspeed.process_spawned")
+
+
 class _RankFacts:
     """Who is who, from what lines say: process ids, local ranks and NCCL devices tied to global ranks."""
 
@@ -369,7 +395,7 @@ class _RankFacts:
             if comm.isdigit() and topo.world_size is not None and int(comm) != topo.world_size:
                 continue  # a sub-communicator's rank is not a global rank
             rank = f.rank if f.fields.get("rank", "").isdigit() else None
-            if rank is None and f.fields.get("local_rank", "").isdigit() and f.signature.startswith("torchrun."):
+            if rank is None and f.fields.get("local_rank", "").isdigit() and f.signature.startswith(_LAUNCHERS):
                 rank = self.global_of(self._host(f), int(f.fields["local_rank"]))
             if rank is None and f.role == "context" and prefix.view(f.evidence[0].text).rank is not None:
                 rank = f.rank

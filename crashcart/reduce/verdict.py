@@ -11,8 +11,9 @@ from __future__ import annotations
 from crashcart.models import Culprit, Diagnosis, Finding, TimelineEntry
 
 # What says a job completed (context signatures): torchrun's agent when every local worker exited 0
-# (torch/distributed/elastic/agent/server/api.py, WorkerState.SUCCEEDED).
-SUCCESS_SIGNATURES = frozenset({"torchrun.group_succeeded"})
+# (torch/distributed/elastic/agent/server/api.py, WorkerState.SUCCEEDED), DeepSpeed's launcher for each worker
+# that returned 0 (deepspeed/launcher/launch.py), Slurm's COMPLETED state (scontrol show job, sacct).
+SUCCESS_SIGNATURES = frozenset({"torchrun.group_succeeded", "deepspeed.process_succeeded", "slurm.job_completed"})
 # Lines that fire on healthy runs and say nothing about a failure: NCCL's net plugin probe
 # (src/plugin/net.cc: "NET/Plugin : Plugin load returned 2 : libnccl-net.so: cannot open shared object file"
 # when the optional external plugin is absent; NCCL then uses its internal IB/socket transports).
