@@ -7,6 +7,7 @@ Lines in the shapes their emitters print: tqdm format_meter with and without a t
 from __future__ import annotations
 
 import asyncio
+from datetime import UTC, datetime, timedelta
 
 from crashcart.catalogue import load_catalogue
 from crashcart.models import Evidence, Finding, RankInfo, RankLast, Topology
@@ -161,3 +162,48 @@ def test_a_launch_script_alone_is_no_failure_and_shell_variables_are_no_address(
     out = asyncio.run(diagnose(make_bundle({"run.sh": script, "train.log": "step 10 loss 2.3\n"}), settings))
     rc = out.document.root_cause
     assert not any(c.file == "run.sh" for c in rc.citations)
+
+
+def test_a_rank_that_went_silent_after_an_error_it_carried_on_from_is_still_the_silent_one() -> None:
+    t0 = datetime(2026, 11, 30, 3, 0, 0, tzinfo=UTC)
+    waits = [
+        finding(
+            "nccl.watchdog_timeout",
+            f"[rank{r}]:[E1130 03:00:00.123456789 ProcessGroupNCCL.cpp:632] [Rank {r}] Watchdog caught collective "
+            "operation timeout: WorkNCCL(SeqNum=77, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=1800000) "
+            "ran for 1800312 milliseconds before timing out.",
+            rank=r,
+            file=f"rank{r}.log",
+            line=50,
+        ).model_copy(update={"time": t0})
+        for r in (0, 1, 2)
+    ]
+    early = finding(
+        "generic.error", "2026-11-30 01:40:00,001 ERROR trainer: checkpoint upload failed, retrying", rank=3
+    )
+    early = early.model_copy(update={"time": t0 - timedelta(minutes=80)})
+    last_ev = Evidence(id="L9", file="rank3.log", line=44, text="2026-11-30 02:29:10,000 step 4100 | loss 2.03")
+    last = {3: RankLast(evidence=last_ev, time=t0 - timedelta(minutes=31))}
+    c = hangs.hang_candidate([*waits, early], topo(4), last)
+    assert c is not None and c.first.evidence[0] == last_ev and c.first.rank == 3
+    late = early.model_copy(update={"time": t0 - timedelta(minutes=20)})  # inside the collective's window
+    assert hangs.hang_candidate([*waits, late], topo(4), last) is None
+
+
+def test_a_lone_peer_error_in_one_pasted_file_without_clocks_is_first_by_line_order(
+    make_bundle, settings: Settings
+) -> None:  # type: ignore[no-untyped-def]
+    paste = (
+        "step 1200 loss 2.31\n"
+        "gpu-a:2201:2290 [0] misc/socket.cc:538 NCCL WARN Net : Connection closed by remote peer gpu-b<40127>\n"
+        "gpu-a:2201:2290 [0] NCCL INFO transport/net_socket.cc:474 -> 6\n"
+        "[Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=4011, OpType=ALLREDUCE, NumelIn=1, "
+        "NumelOut=1, Timeout(ms)=600000) ran for 600345 milliseconds before timing out.\n"
+        "[Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=4011, OpType=ALLREDUCE, NumelIn=1, "
+        "NumelOut=1, Timeout(ms)=600000) ran for 600351 milliseconds before timing out.\n"
+    )
+    out = asyncio.run(diagnose(make_bundle({"issue.txt": paste}), settings))
+    rc = out.document.root_cause
+    assert rc.class_ == "nccl_remote_peer_failure"
+    assert rc.citations[0].line == 2 and rc.citations[0].verified
+    assert rc.confidence < 0.8  # an order, not a clock

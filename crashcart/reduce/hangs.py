@@ -130,8 +130,13 @@ def timeout_ms(waiting: list[Finding]) -> int | None:
     return min(stated) if stated else min(ran) if ran else None
 
 
-def silent_ranks(findings: list[Finding], topo: Topology, waiting: list[Finding]) -> set[int]:
-    """Ranks that printed neither a timeout nor an error of their own while at least half the others timed out."""
+def silent_ranks(
+    findings: list[Finding], topo: Topology, waiting: list[Finding], last: dict[int, RankLast] | None = None
+) -> set[int]:
+    """Ranks that printed neither a timeout nor an error of their own while at least half the others timed out.
+
+    With clocks, an error a rank printed before the timed-out collective began and carried on after (its log goes
+    on past it) does not count: it says nothing of why the rank did not arrive later."""
     waited = {f.rank for f in waiting if f.rank is not None}
     if not waited:
         return set()
@@ -139,13 +144,33 @@ def silent_ranks(findings: list[Finding], topo: Topology, waiting: list[Finding]
     world = topo.world_size or (max(known) + 1 if known else 0)
     if world < 2 or len(waited) * 2 < world:
         return set()
+    start = _collective_start(waiting)
     loud = {
         f.rank
         for f in findings
-        if f.rank is not None and (f.role in {"root_candidate", "cascade", "confirmation"} or _own_teardown(f))
+        if f.rank is not None
+        and (f.role in {"root_candidate", "cascade", "confirmation"} or _own_teardown(f))
+        and not _carried_on(f, start, last or {})
     }
     silent = {r for r in range(world) if r not in waited and r not in loud}
     return silent if len(silent) == 1 else set()  # several: a node or a group, not one rank that did not arrive
+
+
+CARRIED_ON = timedelta(minutes=2)  # a rank whose log goes on this long after an error was not stopped by it
+
+
+def _collective_start(waiting: list[Finding]) -> datetime | None:
+    """When the timed-out collective began: the first timeout's own time less the timeout (None without both)."""
+    timed = [f.time for f in waiting if f.time is not None and "_time" not in f.fields]
+    limit = timeout_ms(waiting)
+    return min(timed) - timedelta(milliseconds=limit) if timed and limit else None
+
+
+def _carried_on(f: Finding, start: datetime | None, last: dict[int, RankLast]) -> bool:
+    rl = last.get(f.rank) if f.rank is not None else None
+    if start is None or f.time is None or "_time" in f.fields or rl is None or rl.time is None:
+        return False
+    return f.time < start and rl.time - f.time > CARRIED_ON
 
 
 def _own_teardown(f: Finding) -> bool:
@@ -241,7 +266,7 @@ def hang_candidate(findings: list[Finding], topo: Topology, last: dict[int, Rank
     if not waiting:
         return None
     limit = timeout_ms(waiting)
-    silent = silent_ranks(findings, topo, waiting)
+    silent = silent_ranks(findings, topo, waiting, last)
     chosen: list[Finding] = []
     reasons: list[str] = []
     work = False
