@@ -98,3 +98,29 @@ def test_a_saturated_signature_stops_being_scanned_for(tmp_path: Path) -> None:
     assert [n for s, n, _ in fs.hits if s == 2] == [5001]
     assert fs.uncounted == [0]
     assert sum(1 for a in asked if 0 in a) < 10  # not once per buffer (about 45 buffers)
+
+
+def test_a_stream_reads_its_last_hits_back_from_the_member_written(tmp_path: Path) -> None:
+    """An archive member scanned while decompressed gets the same hits as the file, from what was written."""
+    import io
+    import os
+
+    from crashcart.scan.reader import scan_stream
+
+    data = b"".join(b"tick %d warn\n" % i if i % 3 else b"boom %d\n" % i for i in range(20000))
+    p = tmp_path / "member.log"
+    p.write_bytes(data)
+    opened: list[int] = []
+
+    def reread() -> int:
+        opened.append(os.open(p, os.O_RDONLY))
+        return opened[-1]
+
+    kw = {"buffer_bytes": 4096, "max_line_bytes": 100, "keep_hits": [4, 4, 4], "backscan_min_bytes": 8192}
+    streamed = scan_stream(Words(), io.BytesIO(data), "member.log", reread=reread, **kw)  # type: ignore[arg-type]
+    whole = scan_file(Words(), p, "member.log", **kw)  # type: ignore[arg-type]
+    for fd in opened:
+        os.close(fd)
+    assert streamed.hits == whole.hits and streamed.uncounted == whole.uncounted == [0, 1, 2]
+    assert len(opened) == 1
+    assert [n for s, n, _ in whole.hits if s == 0][-1] == 20000

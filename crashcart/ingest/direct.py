@@ -36,6 +36,7 @@ class DirectFile:
                 raise
             self._direct = 0  # e.g. a file system without direct I/O
             self._fd = os.open(dest, flags, 0o666)
+        self.path = dest
         self._size = 0
         self._fill = 0  # bytes waiting in the staging buffer
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 import hashlib
 import heapq
 import itertools
-import os
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -27,7 +26,7 @@ from types import ModuleType
 from typing import Any, Protocol
 
 from crashcart.scan import backscan
-from crashcart.scan.matcher import Matcher
+from crashcart.scan.matcher import Matcher, MatcherName
 
 TAIL_BYTES = 64 * 1024
 TAIL_LINES = 60
@@ -81,17 +80,14 @@ def scan_file(
 
     :param keep_hits: hit lines kept per signature at each end of the file: one number for every
         signature or one per signature index (default ``KEEP_HITS``; the benchmark's match check keeps them
-        all). With one per signature, a file of ``backscan_min_bytes`` or more stops being scanned for a
-        signature once its first hits are held, and its last ones are read back from the end (``backscan``).
+        all). With one per signature, past its first ``backscan_min_bytes`` a file stops being scanned for a
+        signature whose first hits are held, and its last ones are read back from the end (``backscan``).
     """
     out = FileScan(path=path)
     try:
         with physical.open("rb", buffering=0) as fh:
-            size = os.fstat(fh.fileno()).st_size
-            scanner = _Scanner(
-                matcher, out, buffer_bytes, max_line_bytes, keep_hits, backscan=size >= backscan_min_bytes
-            )
-            ends_with_newline = scanner.run(fh, reread=fh.fileno())
+            scanner = _Scanner(matcher, out, buffer_bytes, max_line_bytes, keep_hits, backscan=backscan_min_bytes)
+            ends_with_newline = scanner.run(fh, reread=fh.fileno)
             fh.seek(max(0, out.nbytes - TAIL_BYTES))
             out.tail = _tail(fh.read(TAIL_BYTES), out.nbytes, out.lines, ends_with_newline)
     except OSError as exc:
@@ -108,12 +104,16 @@ def scan_stream(
     max_line_bytes: int,
     sink: Callable[[memoryview], object] | None = None,
     keep_hits: int | Sequence[int] | None = None,
+    reread: Callable[[], int] | None = None,
+    backscan_min_bytes: int = BACKSCAN_MIN_BYTES,
 ) -> FileScan:
     """Scan a forward-only stream (an archive member while it is decompressed), the same as ``scan_file``.
 
     ``sink`` receives every byte in order, in the same pass (e.g. ``open(dest, "wb").write``: extract and
     scan at once, reading the data once). The tail is kept from the last bytes seen. Errors of the stream
-    or the sink propagate (the caller knows whether the archive or the disk failed).
+    or the sink propagate (the caller knows whether the archive or the disk failed). ``reread``, when
+    given, is called once the stream has ended and returns a descriptor of the whole member as written (the
+    caller closes it), from which the last hits of signatures no longer scanned for are read (``scan_file``).
     """
     out = FileScan(path=path)
     tail = bytearray()
@@ -127,7 +127,8 @@ def scan_stream(
             tail.extend(chunk)
             del tail[: max(0, len(tail) - TAIL_BYTES)]
 
-    ends_with_newline = _Scanner(matcher, out, buffer_bytes, max_line_bytes, keep_hits).run(stream, keep)
+    scanner = _Scanner(matcher, out, buffer_bytes, max_line_bytes, keep_hits, backscan=backscan_min_bytes)
+    ends_with_newline = scanner.run(stream, keep, reread=reread)
     out.tail = _tail(bytes(tail), out.nbytes, out.lines, ends_with_newline)
     return out
 
@@ -143,7 +144,7 @@ class _Scanner:
         max_line_bytes: int,
         keep_hits: int | Sequence[int] | None = None,
         *,
-        backscan: bool = False,
+        backscan: int | None = None,
     ) -> None:
         self.matcher, self.out = matcher, out
         self.full = matcher
@@ -168,15 +169,21 @@ class _Scanner:
         self.cut = False  # the current piece ends inside a (giant) line that the next piece continues
         # a signature whose first hits are held is no longer scanned for in a big file: sig -> offset where it stopped
         self.stopped: dict[int, int] = {}
-        self.switches = 0 if self.keeps is not None and backscan else None
+        self.switches = 0  # matchers built so far for the signatures still scanned for
+        self.backscan_from = backscan if self.keeps is not None else None  # bytes read before any stops
 
     def run(
-        self, fh: Readable, on_chunk: Callable[[memoryview], None] | None = None, *, reread: int | None = None
+        self,
+        fh: Readable,
+        on_chunk: Callable[[memoryview], None] | None = None,
+        *,
+        reread: Callable[[], int] | None = None,
     ) -> bool:
         """Read ``fh`` to the end, filling ``self.out``; True when the file ends with a newline.
 
-        :param reread: a descriptor of the same file, from which the last hits of signatures no longer
-            scanned for are read back (without it, every signature is scanned for to the end)."""
+        :param reread: gives a descriptor of the same file, complete, from which the last hits of
+            signatures no longer scanned for are read back (without it, every signature is scanned for to
+            the end); called once, after the last byte was read, only when needed."""
         size = self.buffer_bytes
         buf = bytearray(size)
         digest = hashlib.sha256()
@@ -204,7 +211,8 @@ class _Scanner:
                 self.cut = n > 0 and stop == end and buf[stop - 1] != 0x0A  # a giant line goes on
                 if stop:
                     self._piece(buf, mv, stop)
-                    if self.switches is not None and reread is not None and self.at_line_start:
+                    start = self.backscan_from
+                    if reread is not None and start is not None and self.offset >= start and self.at_line_start:
                         self._stop_saturated()
                 rest = end - stop
                 if rest:
@@ -213,7 +221,7 @@ class _Scanner:
             if n == 0:
                 break
         if self.stopped and reread is not None:
-            self._backscan(reread, last == 0x0A)
+            self._backscan(reread(), last == 0x0A)
         out = self.out
         offsets = out.offsets
         for (_, line, _), off in zip(out.hits, self.head_off, strict=True):
@@ -258,17 +266,15 @@ class _Scanner:
     def _stop_saturated(self) -> None:
         """Stop scanning for the signatures whose first hits are all held (their last ones come from
         ``backscan``); a matcher for the rest is built, at most ``BACKSCAN_MAX_SWITCHES`` times per file."""
-        assert self.keeps is not None and self.switches is not None
+        assert self.keeps is not None
         full = [s for s, n in self.counts.items() if n > self._limit(s) and s not in self.stopped]
         if not full or self.switches >= BACKSCAN_MAX_SWITCHES:
             return
         rest = frozenset(range(len(self.keeps))) - set(self.stopped) - set(full)
-        if not rest:
-            return
         self.switches += 1
         for s in full:
             self.stopped[s] = self.offset
-        self.matcher = self.full.only(rest)
+        self.matcher = self.full.only(rest) if rest else _NoSignature()
         self.out.uncounted = sorted(self.stopped)
 
     def _backscan(self, fd: int, ends_with_newline: bool) -> None:
@@ -412,6 +418,18 @@ class _Scanner:
         if k == newlines and self.cut and len(text) < limit:
             return None
         return text[:limit] if len(text) > limit else text
+
+
+class _NoSignature:
+    """The matcher once every signature has stopped being scanned for."""
+
+    name: MatcherName = "re"
+
+    def scan(self, buf: bytes | bytearray | memoryview) -> list[tuple[int, int]]:
+        return []
+
+    def only(self, sigs: frozenset[int]) -> _NoSignature:
+        return self
 
 
 def mv_lines(buf: bytearray, stop: int) -> list[bytes]:

@@ -143,8 +143,9 @@ def scan(
             tb_max=settings.traceback_max_lines,
         )
         result.findings.extend(found)
-        if fs.dropped:  # the reader kept only the first and last hits of a signature that fired everywhere
-            note = "; ".join(filter(None, [note, f"{fs.dropped} more matched lines not kept (bounded memory)"]))
+        if fs.dropped or fs.uncounted:  # the reader kept only the first and last hits of a frequent signature
+            more = f"{'at least ' if fs.uncounted else ''}{fs.dropped} more matched lines not kept (bounded memory)"
+            note = "; ".join(filter(None, [note, more]))
         if note:
             result.notes[bf.path] = note
     hangs = scan_hang_evidence(bundle, ids)  # Flight Recorder, stack dumps, RAS reports (issue 18)
@@ -287,6 +288,13 @@ class ScanPool:
         )
 
     def _stream(self, feed: Feed, out: DirectFile, path: str) -> FileScan:
+        reread: list[int] = []
+
+        def written() -> int:  # the member as written, for the last hits of signatures no longer scanned for
+            out.close()
+            reread.append(os.open(out.path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)))
+            return reread[-1]
+
         try:
             with out:
                 return scan_stream(
@@ -297,10 +305,14 @@ class ScanPool:
                     max_line_bytes=self._max_line,
                     sink=out.write,
                     keep_hits=hit_limits(),
+                    reread=written,
                 )
         except BaseException as exc:
             feed.fail(exc)
             raise
+        finally:
+            for fd in reread:
+                os.close(fd)
 
     def _matcher(self) -> Matcher:
         matcher: Matcher | None = getattr(self._local, "matcher", None)
