@@ -336,3 +336,49 @@ def test_device_errors_together_on_one_host_name_the_host(tmp_path: Path, settin
     out = _run(tmp_path / "b", _job({1: _logged("02:10"), 2: _logged("02:11")}), settings)
     rc = out.document.root_cause
     assert (rc.culprit.node, rc.culprit.rank) == ("gpu-node-07", None)
+
+
+# --- a stopped process that holds GPU memory -------------------------------------------------------------
+
+NVSMI_PROCESSES = """\
++---------------------------------------------------------------------------------------+
+| Processes:                                                                            |
+|  GPU   GI   CI        PID   Type   Process name                            GPU Memory |
+|        ID   ID                                                             Usage      |
+|=======================================================================================|
+|    2   N/A  N/A     77120      C   python3                                    38211MiB |
++---------------------------------------------------------------------------------------+
+"""
+
+
+def _ps(stat: str) -> str:
+    return (
+        "USER         PID %CPU %MEM    VSZ   RSS TTY      STAT START   TIME COMMAND\n"
+        f"carol      77120  0.3  9.1 81234560 24012345 pts/4 {stat} Nov28  88:12 python3 finetune.py --gpu 2\n"
+    )
+
+
+def test_a_stopped_process_holding_gpu_memory_is_the_oom_cause(tmp_path: Path, settings: Settings) -> None:
+    files = {"nvidia-smi.txt": NVSMI_PROCESSES, "ps.txt": _ps("Tl")}
+    rc = _run(tmp_path / "b", files, settings).document.root_cause
+    assert rc.class_ == "cuda_oom"
+    assert {(c.file, c.line) for c in rc.citations if c.verified} == {("nvidia-smi.txt", 6), ("ps.txt", 2)}
+    assert rc.confidence <= 0.6  # an inference from a process table, not a line that says it
+
+
+def test_a_running_process_holding_gpu_memory_is_no_cause(tmp_path: Path, settings: Settings) -> None:
+    files = {"nvidia-smi.txt": NVSMI_PROCESSES, "ps.txt": _ps("Rl")}
+    rc = _run(tmp_path / "b", files, settings).document.root_cause
+    assert rc.class_ != "cuda_oom"
+
+
+def test_the_jobs_own_oom_error_cites_the_stopped_process(tmp_path: Path, settings: Settings) -> None:
+    oom = (
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 2 has a total capacity of "
+        "79.11 GiB of which 1.06 GiB is free. Including non-PyTorch memory, this process has 39.02 GiB memory in use.\n"
+    )
+    files = {"train.log": oom, "nvidia-smi.txt": NVSMI_PROCESSES, "ps.txt": _ps("T")}
+    rc = _run(tmp_path / "b", files, settings).document.root_cause
+    assert rc.class_ == "cuda_oom"
+    cited = {c.file for c in rc.citations if c.verified}
+    assert {"train.log", "ps.txt"} <= cited

@@ -155,3 +155,50 @@ def switch_endpoint(cands: list[Candidate], findings: list[Finding]) -> None:
             f"GPU {gpu} on the same host reported its side of the fault at the same time "
             f"(Xid {first.fields.get('xid', '?')}): the switch's failing link ends there"
         )
+
+
+STALE_MIN_MIB = 1024  # less is a context or a monitoring agent, not memory a job misses
+STALE_SCORE = 50.0
+STALE_BONUS = 10.0
+
+
+def stale_gpu_memory(cands: list[Candidate], findings: list[Finding]) -> None:
+    """A stopped or defunct process that still holds GPU memory starves every job on that GPU.
+
+    nvidia-smi's Processes table names the pid and its memory; ``ps`` says the process is stopped (T) or a
+    zombie (Z), so it will never free it: a CUDA out-of-memory cause that is node hygiene, not the job's
+    size (TAXONOMY class 16: "Process <pid> has ... memory in use" is a zombie from a previous job).
+    """
+    rows = {
+        f.fields["pid"]: f
+        for f in findings
+        if f.signature == "nvsmi.process_row" and int(f.fields.get("gpu_mem_mib", "0")) >= STALE_MIN_MIB
+    }
+    stopped = [f for f in findings if f.signature == "ps.process_stopped" and f.fields.get("pid") in rows]
+    if not stopped:
+        return
+    evidence = [x for p in stopped for x in (rows[p.fields["pid"]], p)]
+    held = ", ".join(
+        f"process {p.fields['pid']} (STAT {p.fields.get('stat', '?')}) holds "
+        f"{rows[p.fields['pid']].fields['gpu_mem_mib']} MiB on GPU {rows[p.fields['pid']].fields['gpu']}"
+        for p in stopped
+    )
+    reason = f"{held}: a stopped or defunct process keeps GPU memory no job on that GPU can use"
+    oom = next((c for c in cands if c.class_id == "cuda_oom"), None)
+    if oom is not None:  # the job's own out-of-memory error: the stale process says why
+        oom.lead = oom.first
+        oom.findings.extend(  # cited beside the error, as a configuration smell is (explain._compose)
+            e.model_copy(update={"class_id": "cuda_oom", "fields": {**e.fields, "_smell": "stale_gpu_process"}})
+            for e in evidence
+        )
+        oom.reasons.append(reason)
+        oom.score += STALE_BONUS
+        return
+    moved = [
+        e.model_copy(update={"class_id": "cuda_oom", "role": "root_candidate", "severity": "P1"}) for e in evidence
+    ]
+    c = Candidate("cuda_oom", moved, [], score=STALE_SCORE)
+    c.lead = moved[0]
+    c.reasons.append(reason)
+    c.penalties.append("no line of the job says it ran out of memory: inferred from the process table")
+    cands.append(c)

@@ -28,7 +28,7 @@ from crashcart.reduce.hangs import (
     trusted_times,
     waits,
 )
-from crashcart.reduce.host import host_suspects, switch_endpoint
+from crashcart.reduce.host import host_suspects, stale_gpu_memory, switch_endpoint
 from crashcart.reduce.smells import (
     CONNECT_CLASSES,
     SMELL_SCORE,
@@ -76,6 +76,7 @@ def _decide(groups: list[Group], findings: list[Finding], topo: Topology, last: 
         score(c, pic, topo, findings, last, earliest)
     _add_hangs(cands, findings, topo, last)
     _add_smells(cands, findings, topo)
+    stale_gpu_memory(cands, findings)  # a stopped process holding GPU memory (reduce/host.py)
     add_file_candidates(cands, findings, topo)  # Flight Recorder, stack dumps, RAS (hang_files)
     hardware_first(cands)
     switch_endpoint(cands, findings)  # an NVSwitch fault one GPU reports its side of (reduce/host.py)
