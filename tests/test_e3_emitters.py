@@ -175,3 +175,35 @@ def test_a_failed_torch_save_is_a_storage_failure_cited_once_per_line(tmp_path: 
     spans = [(c.file, c.line, c.end_line) for c in root.citations]
     assert spans and len(spans) == len(set(spans))  # two signatures matching one line cite it once
     assert any(line == 5 for _, line, _ in spans)
+
+
+def test_a_wrapped_line_is_cited_from_its_own_head_not_from_the_record_above(
+    tmp_path: Path, settings: Settings
+) -> None:
+    """slurmstepd's "*** JOB <id> ON <host> CANCELLED AT <t> DUE TO NODE FAILURE ... ***" (slurmstepd/req.c) cut by
+    a terminal: the span is the two lines it covers, never the srun line printed above it."""
+    job = (
+        "srun: error: gpu09: task 3: Exited with exit code 1\n"
+        "slurmstepd: error: *** JOB 77 ON gpu09 CANCELLED AT 2024-03-01T10:00:00 DUE TO NODE\n"
+        "FAILURE, SEE SLURMCTLD LOG FOR DETAILS ***\n"
+    )
+    out = _run(tmp_path / "b", {"job.out": job}, settings)
+    spans = {(f.evidence[0].line, f.evidence[0].end_line) for f in out.findings if f.class_id == "slurm_node_failure"}
+    assert spans == {(2, 3)}
+    assert out.document.root_cause.class_ == "slurm_node_failure"
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # sinfo -R (reason:20 user:9 timestamp:19 nodelist) with slurmctld's drain reasons
+        "Prolog error         slurm     2020-04-01T10:00:00 dgx[01-04]",
+        "Kill task failed     root      2024-11-30T02:20:00 gpu-node-017",
+        # src/common/run_command.c: the prolog script itself could not be executed
+        "[2024-03-01T10:00:00.000] error: run_command: execv(/etc/slurm/prolog.sh): No such file or directory",
+    ],
+)
+def test_drained_nodes_and_prolog_scripts_that_cannot_run_are_node_failures(line: str) -> None:
+    got = winner(line)
+    assert got is not None and got[1] == "slurm_node_failure", got
+    assert winner("REASON               USER      TIMESTAMP           NODELIST") is None

@@ -67,7 +67,7 @@ def add_wrapped(cat: Catalogue, bundle: Bundle, bf: BundleFile, findings: list[F
             got = views[i] = prefix.view(lines[i])
         return got
 
-    joined: list[tuple[str, int, int, int]] = []  # (text, head line, span, junction end)
+    joined: list[tuple[str, int, int, int, int]] = []  # (text, head line, span, last junction, head length)
     for i in range(len(lines) - 1):
         if len(lines[i]) < MIN_HEAD or not _could_continue(lines[i + 1]) or not _hinted(lines[i]):
             continue  # cheap tests on the raw lines first: most pairs stop here
@@ -85,7 +85,7 @@ def add_wrapped(cat: Catalogue, bundle: Bundle, bf: BundleFile, findings: list[F
             nxt = cont.rest.strip()
             for sep in ("", " "):
                 before = sep.join(parts)
-                joined.append((f"{before}{sep}{nxt}", i + 1, k, len(before)))
+                joined.append((f"{before}{sep}{nxt}", i + 1, k, len(before), len(parts[0])))
             parts.append(nxt)
     if not joined:
         return findings
@@ -104,12 +104,13 @@ def add_wrapped(cat: Catalogue, bundle: Bundle, bf: BundleFile, findings: list[F
 
 
 def _matches(
-    cat: Catalogue, joined: list[tuple[str, int, int, int]], lines: list[str]
+    cat: Catalogue, joined: list[tuple[str, int, int, int, int]], lines: list[str]
 ) -> dict[tuple[int, int], tuple[int, dict[str, str]]]:
-    """(head line, signature) -> (span, fields) for signatures that match across a junction only."""
+    """(head line, signature) -> (span, fields) for signatures that match across a junction only: the match
+    starts on the head line (a record the head does not take part in is not cited from it) and ends on the last."""
     from crashcart.scan.matcher import make_matcher
 
-    encoded = [t.encode("utf-8", "replace") for t, _, _, _ in joined]
+    encoded = [t.encode("utf-8", "replace") for t, _, _, _, _ in joined]
     ends: list[int] = []
     pos = 0
     for b in encoded:
@@ -121,11 +122,11 @@ def _matches(
         s = cat.signatures[sig]
         if s.role == "context" or s.block or s.sampled or s.id.startswith("generic."):
             continue
-        text, head_line, span, junction = joined[bisect.bisect_left(ends, end)]
+        text, head_line, span, junction, head_len = joined[bisect.bisect_left(ends, end)]
         if (head_line, sig) in found:
             continue
         m = cat.regex(sig).search(text)
-        if m is None or m.start() >= junction or m.end() <= junction + 1:
+        if m is None or m.start() >= head_len or m.end() <= junction + 1:
             continue
         if any(cat.regex(sig).search(t) for t in lines[head_line - 1 : head_line + span]):
             continue  # a line alone already says it
