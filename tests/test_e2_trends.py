@@ -242,3 +242,28 @@ def test_a_straggler_rank_in_per_rank_logs_is_the_root(make_bundle, settings: Se
     rc = out.document.root_cause
     assert rc.class_ == "straggler_fail_slow" and rc.culprit.rank == 2
     assert all(c.verified for c in rc.citations) and rc.confidence < 0.8
+
+
+def test_all_ranks_of_one_node_slower_name_that_node() -> None:
+    nodes = {r: f"node-{r // 2}" for r in range(8)}  # 4 nodes, 2 ranks each; node-2 is slow
+    found = [titan(r, s, 1_300 if nodes[r] == "node-2" else 2_400, 50.0) for r in range(8) for s in (10, 20)]
+    topo = Topology(world_size=8, ranks={r: RankInfo(rank=r, node=nodes[r]) for r in range(8)})
+    c = throughput.slow_rank(found, topo)
+    assert c is not None and "node node-2" in c.reasons[0]
+    assert c.first.rank in {4, 5}
+
+
+def _nccl(host: str, text: str) -> Finding:
+    sig = "nccl.socket_fallback" if "No device" in text or "Socket" in text else "nccl.interface_in_use"
+    f = finding(sig, f"{host}:5521:5521 [0] NCCL INFO {text}", file=f"{host}.log")
+    return f.model_copy(update={"node": host})
+
+
+def test_one_node_on_sockets_among_nodes_on_infiniband_is_the_straggler() -> None:
+    ib = "NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/IB [RO]; OOB ib0:10.10.1.5<0>"
+    found = [_nccl(h, ib) for h in ("gpu-01", "gpu-02", "gpu-04")] + [_nccl("gpu-03", "NET/IB : No device found.")]
+    c = throughput.socket_fallback(found)
+    assert c is not None and c.first.node == "gpu-03" and c.penalties
+    ethernet = [_nccl(h, "NET/IB : No device found.") for h in ("gpu-01", "gpu-02", "gpu-03")]
+    assert throughput.socket_fallback(ethernet) is None  # a cluster without IB is not slow
+    assert throughput.socket_fallback(found[3:]) is None  # one host alone: nothing to compare with

@@ -7,7 +7,8 @@ and ``progress.tqdm`` (a bar's rate); topology. Output: scored ``Candidate``s:
 
 - *slow rank*: the same measure printed by several ranks (or nodes, or logs), one of them clearly slower than all
   the others while those agree -> that rank (all ranks of one node slow: that node);
-- *throughput drop*: one log's series that steps down (iteration time up) and stays down to its end.
+- *throughput drop*: one log's series that steps down (iteration time up) and stays down to its end;
+- *socket fallback*: NCCL on one node fell back to TCP sockets while the job's other nodes use InfiniBand.
 
 Every value is turned into "seconds per unit of work" so that higher is slower. Pure.
 """
@@ -103,7 +104,7 @@ def slow_rank(findings: list[Finding], topo: Topology) -> Candidate | None:
     for measure, per_key in sorted(by_measure.items()):
         if len({k[0] for k in per_key}) != 1:
             continue  # ranks mixed with logs: not one population
-        found = _odd_one(per_key)
+        found = _odd_one(per_key) or _odd_one(_by_node(per_key, topo))  # one rank, or all ranks of one node
         if found is None:
             continue
         key, ratio, pts = found
@@ -111,6 +112,17 @@ def slow_rank(findings: list[Finding], topo: Topology) -> Candidate | None:
         if best is None or ratio > best[0]:
             best = (ratio, c)
     return best[1] if best is not None else None
+
+
+def _by_node(per_key: dict[tuple[str, str], list[Point]], topo: Topology) -> dict[tuple[str, str], list[Point]]:
+    """The ranks' points pooled per node (empty unless every rank's node is known)."""
+    out: dict[tuple[str, str], list[Point]] = defaultdict(list)
+    for (kind, name), pts in per_key.items():
+        node = topo.ranks[int(name)].node if kind == "rank" and name.isdigit() and int(name) in topo.ranks else None
+        if node is None:
+            return {}
+        out[("node", node)].extend(pts)
+    return out
 
 
 def _odd_one(per_key: dict[tuple[str, str], list[Point]]) -> tuple[tuple[str, str], float, list[Point]] | None:
@@ -216,9 +228,47 @@ def _batch_changes(pts: list[tuple[int, float, Finding]]) -> bool:
     return len(sizes) > 1
 
 
+# ---------------------------------------------------------------------------------------------
+# A node on sockets among nodes on InfiniBand
+
+
+def _host(f: Finding) -> str | None:
+    return f.node or f.fields.get("host") or None
+
+
+def socket_fallback(findings: list[Finding]) -> Candidate | None:
+    """Nodes where NCCL fell back to TCP sockets while the job's other nodes use InfiniBand (NCCL's "NET/IB :
+    Using [0]mlx5_0:1/IB ..."): every collective through them runs at socket speed. On a cluster without IB
+    every node prints the fallback, and that is no fault."""
+    ib = {
+        h
+        for f in findings
+        if f.signature == "nccl.interface_in_use" and f.fields.get("via") == "NET/IB"
+        for h in [_host(f)]
+        if h
+    }
+    fell: dict[str, Finding] = {}
+    for f in sorted(findings, key=lambda f: (f.evidence[0].file, f.evidence[0].line)):
+        if f.signature == "nccl.socket_fallback" and (h := _host(f)) and h not in ib:
+            fell.setdefault(h, f)
+    if not ib or not fell or len(fell) > max(1, len(ib) // 3):
+        return None
+    nodes = ", ".join(sorted(fell))
+    summary = f"NCCL on {nodes} fell back to TCP sockets while {len(ib)} other node(s) use InfiniBand"
+    cited = [_as_root(f, summary) for _, f in sorted(fell.items())]
+    c = Candidate(SLOW, cited, [])
+    c.lead = cited[0]
+    c.score = BASE_SLOW
+    c.reasons.append(summary + ": every collective through that node runs at socket speed (check its IB devices)")
+    c.penalties.append("slowness inferred from the transport NCCL chose, not measured")
+    return c
+
+
 def slow_candidates(findings: list[Finding], topo: Topology, other_errors: bool) -> list[Candidate]:
-    """The slow-rank and throughput-drop candidates; weaker when the job also failed with an error of its own."""
-    out = [c for c in (slow_rank(findings, topo), throughput_drop(findings)) if c is not None]
+    """The slow-rank, throughput-drop and socket-fallback candidates; weaker when the job also failed with an
+    error of its own."""
+    found = (slow_rank(findings, topo), throughput_drop(findings), socket_fallback(findings))
+    out = [c for c in found if c is not None]
     for c in out:
         if other_errors:
             c.score -= OTHER_ERROR_DISCOUNT
