@@ -80,6 +80,14 @@ def test_xids_newer_than_the_catalog_from_nverror_h() -> None:
     assert CAT.xid_info(176).class_id == "pcie_aer_error"
 
 
+def test_retirement_events_are_context_and_their_failures_roots() -> None:
+    # the catalog: an event (63 row remap, 156 resource retirement, 160 channel retirement) is applied by a reset
+    # and investigated as IGNORE; a failure (64, 157, 161) means no spare was left
+    for event, failure in ((63, 64), (156, 157), (160, 161)):
+        assert CAT.xid_info(event).role == "context", event
+        assert CAT.xid_info(failure).role == "root_candidate", failure
+
+
 def test_a_mig_attributed_xid_is_matched_with_its_gpu() -> None:
     idx = CAT.index["kernel.xid"]
     line = "[ 812.4] NVRM: Xid (PCI:0000:3b:00 GPU-I:02 GPU-CI:01): 48, pid=2231, name=python, An uncorrectable double bit error"
@@ -382,3 +390,9 @@ def test_the_jobs_own_oom_error_cites_the_stopped_process(tmp_path: Path, settin
     assert rc.class_ == "cuda_oom"
     cited = {c.file for c in rc.citations if c.verified}
     assert {"train.log", "ps.txt"} <= cited
+
+
+def test_a_device_busy_or_unavailable_is_a_gpu_fault_not_a_kernel_bug() -> None:
+    # cudaErrorDevicesUnavailable (46): the GPU is held by another process in exclusive mode, or gone
+    got = winner("RuntimeError: CUDA error: CUDA-capable device(s) is/are busy or unavailable")
+    assert got == ("cuda.device_fault", "gpu_engine_hang_reset_required")
