@@ -396,3 +396,15 @@ def test_a_device_busy_or_unavailable_is_a_gpu_fault_not_a_kernel_bug() -> None:
     # cudaErrorDevicesUnavailable (46): the GPU is held by another process in exclusive mode, or gone
     got = winner("RuntimeError: CUDA error: CUDA-capable device(s) is/are busy or unavailable")
     assert got == ("cuda.device_fault", "gpu_engine_hang_reset_required")
+
+
+def test_rm_init_adapter_failures_by_stage() -> None:
+    # osinit.c rm_init_status: 0x6x is the firmware (GSP) stage, 0x2x the GPU itself
+    assert winner("NVRM: GPU 0000:41:00.0: RmInitAdapter failed! (0x62:0x65:2385)") == (
+        "kernel.nvrm_init_failed_gsp",
+        "gpu_gsp_firmware_error",
+    )
+    assert winner("NVRM: GPU 0000:3b:00.0: RmInitAdapter failed! (0x26:0xffff:1290)") == (
+        "kernel.nvrm_init_failed",
+        "gpu_engine_hang_reset_required",
+    )
