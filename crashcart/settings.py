@@ -54,7 +54,7 @@ class ScanSettings(BaseModel):
     buffer_bytes: int = 1024 * 1024  # newline-aligned buffer handed to the matcher
     matcher: Literal["auto", "hyperscan", "re"] = "auto"
     traceback_max_lines: int = 200
-    max_findings_per_signature_per_file: int = 5000
+    max_findings_per_signature_per_file: int = 200  # the first and last 100 lines of a signature in one file
 
 
 class StoreSettings(BaseModel):

@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import heapq
 import itertools
+import os
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -169,6 +170,7 @@ class _Scanner:
         self.cut = False  # the current piece ends inside a (giant) line that the next piece continues
         # a signature whose first hits are held is no longer scanned for in a big file: sig -> offset where it stopped
         self.stopped: dict[int, int] = {}
+        self.stopped_lines: dict[int, int] = {}  # offset where signatures stopped -> its line number
         self.switches = 0  # matchers built so far for the signatures still scanned for
         self.backscan_from = backscan if self.keeps is not None else None  # bytes read before any stops
 
@@ -231,8 +233,12 @@ class _Scanner:
             for d in self.later.values():
                 offsets.update((line, off) for _, _, line, _, off in d if off >= 0)
             head = zip(self.head_seq, out.hits, strict=True)
-            tails = heapq.merge(*[((q, (sig, line, raw)) for q, sig, line, raw, _ in d) for d in self.later.values()])
-            out.hits = [hit for _, hit in heapq.merge(head, tails, key=lambda x: (x[1][1], x[0]))]
+
+            def order(x: tuple[int, tuple[int, int, bytes | None]]) -> tuple[int, int]:
+                return x[1][1], x[0]  # by line; on one line, in the order found (read-back hits last)
+
+            tails = [((q, (sig, line, raw)) for q, sig, line, raw, _ in d) for d in self.later.values()]
+            out.hits = [hit for _, hit in heapq.merge(head, *tails, key=order)]
         out.nbytes = self.offset
         out.lines = self.line - 1 + (1 if self.offset and last != 0x0A else 0)
         out.sha256 = digest.hexdigest()
@@ -274,13 +280,14 @@ class _Scanner:
         self.switches += 1
         for s in full:
             self.stopped[s] = self.offset
+        self.stopped_lines.setdefault(self.offset, self.line)
         self.matcher = self.full.only(rest) if rest else _NoSignature()
         self.out.uncounted = sorted(self.stopped)
 
     def _backscan(self, fd: int, ends_with_newline: bool) -> None:
         """The last hits of the signatures no longer scanned for, merged into ``self.later``."""
         need = {s: self._limit(s) for s in self.stopped}
-        got, _ = backscan.last_hits(
+        got, complete = backscan.last_hits(
             fd,
             self.offset,
             self.line + (0 if ends_with_newline or not self.offset else 1),
@@ -290,6 +297,8 @@ class _Scanner:
             block=self.buffer_bytes,
             max_line_bytes=self.max_line_bytes,
         )
+        if not complete:  # a line too long to read backwards: scan the rest of the file forwards for them
+            got = self._forward_rest(fd)
         for s, hits in got.items():
             later = self.later.get(s)
             before = list(later) if later is not None else []
@@ -297,6 +306,27 @@ class _Scanner:
             seq0 = self.seq - len(hits)  # after every forward hit: merged by line first, then this
             new = [(seq0 + i + 1, s, h.line, h.raw, h.offset) for i, h in enumerate(hits)]
             self.later[s] = deque((before + new)[max(0, len(before) + len(new) - need[s]) :], maxlen=max(1, need[s]))
+
+    def _forward_rest(self, fd: int) -> dict[int, list[backscan.BackHit]]:
+        """``backscan``'s answer the slow way: from where the first signature stopped, to the end."""
+        floor = min(self.stopped.values())
+        sub = _Scanner(
+            self.full.only(frozenset(self.stopped)),
+            FileScan(path=self.out.path),
+            self.buffer_bytes,
+            self.max_line_bytes,
+            [self._limit(s) if s in self.stopped else 0 for s in range(len(self.keeps or ()))],
+        )
+        sub.line, sub.offset = self.stopped_lines[floor], floor
+        with os.fdopen(os.dup(fd), "rb", buffering=0) as fh:
+            fh.seek(floor)
+            sub.run(fh)
+        got: dict[int, list[backscan.BackHit]] = {s: [] for s in self.stopped}
+        for sig, line, raw in sub.out.hits:
+            off = sub.out.offsets.get(line, -1)
+            if sig in got and off >= self.stopped[sig] and raw is not None:
+                got[sig].append(backscan.BackHit(sig, line, off, raw))
+        return {s: hits[len(hits) - min(len(hits), self._limit(s)) :] for s, hits in got.items()}
 
     def _limit(self, sig: int) -> int:
         """Hit lines of ``sig`` kept at each end of the file."""

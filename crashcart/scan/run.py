@@ -37,7 +37,7 @@ from crashcart.scan.findings import CONTEXT_CAP, IdSource, build_findings
 from crashcart.scan.hang_evidence import scan_hang_evidence
 from crashcart.scan.matcher import HyperscanMatcher, Matcher, ReMatcher, make_matcher
 from crashcart.scan.matcher import matcher_name as _matcher_name
-from crashcart.scan.reader import KEEP_HITS, NUMPY_MIN_BYTES, FileScan, numpy_module, scan_file, scan_stream
+from crashcart.scan.reader import NUMPY_MIN_BYTES, FileScan, numpy_module, scan_file, scan_stream
 from crashcart.settings import BundleLimits, ScanSettings
 
 PARALLEL_MIN_BYTES = 16 * 1024 * 1024
@@ -188,7 +188,7 @@ def scan_files(
                     path,
                     buffer_bytes=settings.buffer_bytes,
                     max_line_bytes=max_line,
-                    keep_hits=hit_limits(),
+                    keep_hits=hit_limits(settings.max_findings_per_signature_per_file),
                 )
             )
         return scans
@@ -199,11 +199,11 @@ def scan_files(
 
 
 @functools.cache
-def hit_limits() -> tuple[int, ...]:
-    """Hit lines the reader keeps at each end of a file, per signature: a fact line (context role: versions,
-    init, progress printed every step) is itemised ``CONTEXT_CAP`` times per file at most, so the reader
-    holds no more of it than that; other signatures keep ``KEEP_HITS``."""
-    return tuple(CONTEXT_CAP // 2 if s.role == "context" else KEEP_HITS for s in load_catalogue().signatures)
+def hit_limits(cap: int) -> tuple[int, ...]:
+    """Hit lines the reader keeps at each end of a file, per signature: exactly what ``build_findings``
+    itemises (the first and last half of ``cap`` per signature and file, of ``CONTEXT_CAP`` for a fact
+    line: versions, init, progress printed every step), so the reader holds nothing it would drop."""
+    return tuple((CONTEXT_CAP if s.role == "context" else cap) // 2 for s in load_catalogue().signatures)
 
 
 def _workers(settings: ScanSettings) -> int:
@@ -222,6 +222,7 @@ class ScanPool:
 
     def __init__(self, settings: ScanSettings, max_line_bytes: int, *, extra_threads: int = 0) -> None:
         self._buffer_bytes, self._max_line = settings.buffer_bytes, max_line_bytes
+        self._keep = hit_limits(settings.max_findings_per_signature_per_file)
         threads = _workers(settings) + extra_threads
         self._threads = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="crashcart-scan")
         # the database is compiled (or loaded) once, on a pool thread, while the caller starts reading
@@ -284,7 +285,7 @@ class ScanPool:
             path,
             buffer_bytes=self._buffer_bytes,
             max_line_bytes=self._max_line,
-            keep_hits=hit_limits(),
+            keep_hits=self._keep,
         )
 
     def _stream(self, feed: Feed, out: DirectFile, path: str) -> FileScan:
@@ -304,7 +305,7 @@ class ScanPool:
                     buffer_bytes=self._buffer_bytes,
                     max_line_bytes=self._max_line,
                     sink=out.write,
-                    keep_hits=hit_limits(),
+                    keep_hits=self._keep,
                     reread=written,
                 )
         except BaseException as exc:
