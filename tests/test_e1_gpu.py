@@ -408,3 +408,9 @@ def test_rm_init_adapter_failures_by_stage() -> None:
         "kernel.nvrm_init_failed",
         "gpu_engine_hang_reset_required",
     )
+
+
+def test_a_gpu_no_longer_attached_confirms_a_lost_gpu() -> None:
+    got = winner("NVRM: _threadNodeCheckTimeout: API_GPU_ATTACHED_SANITY_CHECK failed!")
+    assert got == ("kernel.gpu_not_attached", "gpu_fallen_off_bus")
+    assert CAT.signatures[CAT.index["kernel.gpu_not_attached"]].role == "confirmation"
