@@ -143,6 +143,7 @@ def test_the_node_a_launch_failure_names_is_the_findings_node() -> None:
         ("OSError: [Errno 28] No space left on device: '/dev/shm/torch_2871_1'", "dataloader_worker_failure"),
         ("OSError: [Errno 28] No space left on device: '/data/ckpt/step_100.pt'", "storage_full_or_io_error"),
         ("ray._private.memory_monitor.RayOutOfMemoryError: More than 95% of the memory on node gpu4 is used (60.1 / 62.9 GB).", "host_oom_kill"),
+        ("(raylet) [2022-11-17 09:16:52,264 E 90996 90996] (raylet) node_manager.cc:3096: 2 Workers (tasks / actors) killed due to memory pressure (OOM), 0 Workers crashed due to other reasons at node (ID: 90ef, IP: 172.17.0.2) over the last time period.", "host_oom_kill"),
     ],
 )  # fmt: skip
 def test_io_and_memory_lines_are_classified_by_meaning(line: str, want: str) -> None:
@@ -207,3 +208,26 @@ def test_drained_nodes_and_prolog_scripts_that_cannot_run_are_node_failures(line
     got = winner(line)
     assert got is not None and got[1] == "slurm_node_failure", got
     assert winner("REASON               USER      TIMESTAMP           NODELIST") is None
+
+
+def test_a_last_error_detail_of_the_same_class_brings_its_peer(tmp_path: Path, settings: Settings) -> None:
+    """c10d (NCCLUtils getNcclErrorDetailStr) prints ncclGetLastError() after its own line; when the detail is the
+    same class as the wrapper, its facts (the peer NCCL could not reach) still join the finding."""
+    text = (
+        "RuntimeError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1970, unhandled system "
+        "error (run with NCCL_DEBUG=INFO for details), NCCL version 2.20.5\n"
+        "ncclSystemError: System call (e.g. socket, malloc) or external library call failed or device error. \n"
+        "Last error:\n"
+        "socketPollConnect to 10.0.0.5<46543> failed with error Connection refused\n"
+    )
+    out = _run(tmp_path / "b", {"rank0.log": text}, settings)
+    head = next(f for f in out.findings if f.signature == "nccl.system_error" and f.evidence[0].line == 1)
+    assert head.fields["peer"] == "10.0.0.5"
+    assert head.fields["_detail_signature"] == "nccl.socket_poll_connect_failed"
+    assert out.document.root_cause.class_ == "nccl_init_bootstrap_failure"
+
+
+def test_sinfo_rows_of_drained_or_down_nodes_are_node_failures_and_idle_ones_are_not() -> None:
+    got = winner("batch*       up   infinite      2  drain dgx[01-02]")
+    assert got is not None and got[1] == "slurm_node_failure"
+    assert winner("batch*       up   infinite      2   idle dgx[01-02]") is None

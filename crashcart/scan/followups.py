@@ -110,6 +110,9 @@ def _stitch_last_error(
                 "evidence": evidence,
             }
         )
+    if best is not None:  # same class: the detail's own facts (the peer it could not reach) join the finding
+        fields.update({k: v for k, v in (cat.extract(best, detail) or {}).items() if k not in fields})
+        fields["_detail_signature"] = cat.signatures[best].id
     return f.model_copy(
         update={
             "summary": f"{f.summary}; {key.replace('_', ' ')}: {detail[:200]}",
