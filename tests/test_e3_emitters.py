@@ -231,3 +231,23 @@ def test_sinfo_rows_of_drained_or_down_nodes_are_node_failures_and_idle_ones_are
     got = winner("batch*       up   infinite      2  drain dgx[01-02]")
     assert got is not None and got[1] == "slurm_node_failure"
     assert winner("batch*       up   infinite      2   idle dgx[01-02]") is None
+
+
+def test_gloos_size_enforce_is_a_collective_mismatch_and_the_lost_peer_a_symptom(
+    tmp_path: Path, settings: Settings
+) -> None:
+    """gloo transport/tcp/pair.cc GLOO_ENFORCE_LE(op.preamble.length, op.nbytes): one rank received more than it
+    posted; the other rank's "Connection closed by peer" is the consequence."""
+    log = (
+        "[rank1]: Traceback (most recent call last):\n"
+        '[rank1]:   File "train.py", line 50, in <module>\n'
+        "[rank1]:     dist.all_gather(out, t)\n"
+        "[rank1]: RuntimeError: [enforce fail at ../third_party/gloo/gloo/transport/tcp/pair.cc:446] "
+        "op.preamble.length <= op.nbytes. 8773632 vs 4194304\n"
+        "[rank0]: RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed by peer "
+        "[10.0.0.2]:22151\n"
+    )
+    out = _run(tmp_path / "b", {"log.txt": log}, settings)
+    root = out.document.root_cause
+    assert root.class_ == "collective_mismatch_desync"
+    assert root.culprit.rank == 1
