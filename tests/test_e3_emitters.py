@@ -142,6 +142,8 @@ def test_the_node_a_launch_failure_names_is_the_findings_node() -> None:
         ("RuntimeError: [enforce fail at inline_container.cc:603] . unexpected pos 4160 vs 4048", "storage_full_or_io_error"),
         ("OSError: [Errno 28] No space left on device: '/dev/shm/torch_2871_1'", "dataloader_worker_failure"),
         ("OSError: [Errno 28] No space left on device: '/data/ckpt/step_100.pt'", "storage_full_or_io_error"),
+        # NCCL's own segment (2.27 misc/shmutils.cc, 2.30 os/linux.cc) is NCCL's shared-memory transport
+        ("n:1:2 [0] misc/shmutils.cc:87 NCCL WARN Error: failed to extend /dev/shm/nccl-4kXvbq to 9637892 bytes, error: No space left on device (28)", "nccl_init_bootstrap_failure"),
         ("ray._private.memory_monitor.RayOutOfMemoryError: More than 95% of the memory on node gpu4 is used (60.1 / 62.9 GB).", "host_oom_kill"),
         ("(raylet) [2022-11-17 09:16:52,264 E 90996 90996] (raylet) node_manager.cc:3096: 2 Workers (tasks / actors) killed due to memory pressure (OOM), 0 Workers crashed due to other reasons at node (ID: 90ef, IP: 172.17.0.2) over the last time period.", "host_oom_kill"),
     ],
