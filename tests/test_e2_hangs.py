@@ -207,3 +207,27 @@ def test_a_lone_peer_error_in_one_pasted_file_without_clocks_is_first_by_line_or
     assert rc.class_ == "nccl_remote_peer_failure"
     assert rc.citations[0].line == 2 and rc.citations[0].verified
     assert rc.confidence < 0.8  # an order, not a clock
+
+
+def test_an_announced_step_in_a_paste_without_rank_prefixes_before_the_timeouts() -> None:
+    step = finding(
+        "progress.step_announced", " > building indices for blendable datasets ...", file="paste.txt", line=3
+    )
+    waits = [
+        finding(
+            "nccl.watchdog_timeout",
+            f"[Rank {r}] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=2, OpType=BROADCAST, "
+            "NumelIn=1, NumelOut=1, Timeout(ms)=1800000) ran for 1800421 milliseconds before timing out.",
+            rank=r,
+            file="paste.txt",
+            line=10 + r,
+        )
+        for r in (1, 2, 3)
+    ]
+    c = hangs.hang_candidate([step, *waits], topo(4), {})
+    assert c is not None and c.first.evidence[0] == step.evidence[0]
+    assert c.penalties == ["no line names the rank that announced it"]
+    done = finding("progress.step_done", "> finished creating GPT datasets ...", file="paste.txt", line=7)
+    assert hangs.hang_candidate([step, done, *waits], topo(4), {}) is None
+    after = step.model_copy(update={"evidence": [step.evidence[0].model_copy(update={"line": 20})]})
+    assert hangs.hang_candidate([after, *waits], topo(4), {}) is None  # printed after the timeouts

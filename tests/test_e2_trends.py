@@ -267,3 +267,11 @@ def test_one_node_on_sockets_among_nodes_on_infiniband_is_the_straggler() -> Non
     ethernet = [_nccl(h, "NET/IB : No device found.") for h in ("gpu-01", "gpu-02", "gpu-03")]
     assert throughput.socket_fallback(ethernet) is None  # a cluster without IB is not slow
     assert throughput.socket_fallback(found[3:]) is None  # one host alone: nothing to compare with
+
+
+def test_a_loss_spike_is_weaker_when_the_job_ended_in_collective_timeouts() -> None:
+    series = [megatron(100 + i, line=1 + i, loss=v) for i, v in enumerate((3.3, 3.4, 3.3, 3.4, 7.3, 7.1, 7.2))]
+    alone = trends.trend_candidates(series)
+    beside = trends.trend_candidates(series, timed_out=True)
+    assert [c.class_id for c in alone] == ["loss_spike_divergence"]
+    assert beside[0].score < alone[0].score and "timeouts" in beside[0].penalties[-1]

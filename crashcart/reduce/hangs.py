@@ -42,6 +42,7 @@ HANG = "rank_hang_or_missing_rank"
 
 BASE_SILENT = 44.0  # a rank that printed nothing while the others timed out
 BASE_WORK = 52.0  # ... and a line that says what it was doing
+UNOWNED_DISCOUNT = 8.0  # ... but no line names the rank that was doing it
 WAIT_PENALTY = 30.0  # a candidate that is only the waiting ranks' own timeout
 SHORT_TIMEOUT_MS = 300_000  # below both PyTorch defaults (10 and 30 minutes): slow legitimate work trips it
 REACHES = 0.8  # a bar whose elapsed time is this share of the timeout "reaches" it
@@ -238,6 +239,34 @@ def announced(findings: list[Finding], rank: int) -> Finding | None:
     return None if later else last
 
 
+def unowned_announcement(findings: list[Finding], waiting: list[Finding]) -> Finding | None:
+    """In a log where the waiting ranks' timeouts follow it, the last long step announced by a line that names no
+    rank, with no training step or "finished" line of no rank between it and the first timeout (a pasted log
+    where the late rank's own lines carry no prefix)."""
+    first_wait: dict[str, int] = {}
+    for f in waiting:
+        ev = f.evidence[0]
+        first_wait[ev.file] = min(first_wait.get(ev.file, ev.line), ev.line)
+    best: Finding | None = None
+    for f in findings:
+        ev = f.evidence[0]
+        if f.signature != "progress.step_announced" or f.rank is not None or ev.line >= first_wait.get(ev.file, 0):
+            continue
+        if best is None or (ev.file, ev.line) > (best.evidence[0].file, best.evidence[0].line):
+            best = f
+    if best is None:
+        return None
+    ev = best.evidence[0]
+    after = any(
+        f.rank is None
+        and (f.signature in _STEP_SIGNATURES or f.signature == "progress.step_done")
+        and f.evidence[0].file == ev.file
+        and ev.line < f.evidence[0].line < first_wait[ev.file]
+        for f in findings
+    )
+    return None if after else best
+
+
 def last_line_finding(rank: int, rl: RankLast, topo: Topology, class_id: str = HANG) -> Finding | None:
     """A rank's last line as a root candidate of ``class_id`` (where a hung or missing rank stopped)."""
     if rl.evidence is None:
@@ -299,6 +328,12 @@ def hang_candidate(findings: list[Finding], topo: Topology, last: dict[int, Rank
             chosen.append(lf)
         if step is None:
             reasons.append(f"rank {r} printed neither a timeout nor an error while the others timed out")
+    unowned = unowned_announcement(findings, waiting) if not chosen else None
+    if unowned is not None:
+        summary = f"long work outside any collective was announced and never finished: {unowned.fields.get('step', '')}"
+        chosen.append(_as_root(unowned, HANG, summary))
+        reasons.append(summary + ", and the timeouts followed it")
+        work = True
     if not chosen or (not work and limit is not None and limit < SHORT_TIMEOUT_MS):
         return None  # a rank late for a short timeout with nothing to show why: the timeout itself is the suspect
     c = Candidate(HANG, chosen, [])
@@ -307,6 +342,9 @@ def hang_candidate(findings: list[Finding], topo: Topology, last: dict[int, Rank
     c.reasons.extend(reasons)
     if not work:
         c.penalties.append("no line says what the silent rank was doing")
+    if unowned is not None:
+        c.score -= UNOWNED_DISCOUNT
+        c.penalties.append("no line names the rank that announced it")
     return c
 
 

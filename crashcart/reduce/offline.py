@@ -124,7 +124,7 @@ def _add_hangs(cands: list[Candidate], findings: list[Finding], topo: Topology, 
         explained_by_wait(cands, waits(findings), hang)
     errors = any(c.class_id not in _NOT_ERRORS and not c.generic and c.score >= MIN_SCORE for c in cands)
     slow = slow_candidates(findings, topo, other_errors=errors)  # reduce/throughput.py
-    for trend in trend_candidates(findings):  # reduce/trends.py: loss scale collapse, loss spike
+    for trend in trend_candidates(findings, timed_out=bool(waits(findings))):  # reduce/trends.py
         same = next((c for c in cands if c.class_id == trend.class_id), None)
         if same is not None and same.severity not in {"info", "P3"}:  # a line states it: that line speaks
             same.score = max(same.score, trend.score)

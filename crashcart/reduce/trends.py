@@ -201,6 +201,14 @@ def _spike_candidate(items: list[Finding], i: int, base: float, v: float) -> Can
     return c
 
 
-def trend_candidates(findings: list[Finding]) -> list[Candidate]:
-    """Every numeric-trend candidate the findings show."""
-    return [c for c in (loss_scale_collapse(findings), loss_spike(findings)) if c is not None]
+WAIT_DISCOUNT = 12.0  # a diverged loss does not stop a rank from arriving at a collective
+
+
+def trend_candidates(findings: list[Finding], timed_out: bool = False) -> list[Candidate]:
+    """Every numeric-trend candidate the findings show; a loss spike is weaker when the job ended in collective
+    timeouts (those need a rank that did not arrive, which a diverging loss does not explain)."""
+    spike = loss_spike(findings)
+    if spike is not None and timed_out:
+        spike.score -= WAIT_DISCOUNT
+        spike.penalties.append("the job ended in collective timeouts, which a diverging loss does not explain")
+    return [c for c in (loss_scale_collapse(findings), spike) if c is not None]
