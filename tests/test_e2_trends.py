@@ -275,3 +275,14 @@ def test_a_loss_spike_is_weaker_when_the_job_ended_in_collective_timeouts() -> N
     beside = trends.trend_candidates(series, timed_out=True)
     assert [c.class_id for c in alone] == ["loss_spike_divergence"]
     assert beside[0].score < alone[0].score and "timeouts" in beside[0].penalties[-1]
+
+
+def test_megatron_s_loss_scale_halving_to_one_across_iteration_lines() -> None:
+    scales = (65536.0, 65536.0, 8192.0, 256.0, 8.0, 1.0)
+    rows = [megatron(10 * (i + 1), line=i + 1, scale=v, skipped=0 if i < 2 else 6) for i, v in enumerate(scales)]
+    c = trends.loss_scale_collapse(rows)
+    assert c is not None and c.first.evidence[0] == rows[-1].evidence[0]
+    steady = [megatron(10 * (i + 1), line=i + 1, scale=1.0) for i in range(6)]  # bf16-style constant 1.0
+    assert trends.loss_scale_collapse(steady) is None
+    no_skips = [megatron(10 * (i + 1), line=i + 1, scale=v) for i, v in enumerate(scales)]
+    assert trends.loss_scale_collapse(no_skips) is None

@@ -111,9 +111,9 @@ def loss_scale_collapse(findings: list[Finding]) -> Candidate | None:
             )
             if best is None or len(run) > best[0]:
                 best = (len(run), [end, run[0][0]], why)  # the floor says most; the lines above it show the run
-    skipped = _all_skipped_at_end(findings)
-    if skipped is not None and (best is None or best[0] < MIN_RUN):
-        best = (len(skipped[0]), skipped[0], skipped[1])
+    for tail in (_all_skipped_at_end(findings), _iteration_scale_floor(findings)):
+        if tail is not None and best is None:
+            best = (len(tail[0]), tail[0], tail[1])
     if best is None:
         return None
     _, cited, why = best
@@ -149,6 +149,28 @@ def _all_skipped_at_end(findings: list[Finding]) -> tuple[list[Finding], str] | 
                 f"(iterations {tail[0].fields['iteration']} to {tail[-1].fields['iteration']})"
             )
             return [tail[-1], tail[0]], why
+    return None
+
+
+def _iteration_scale_floor(findings: list[Finding]) -> tuple[list[Finding], str] | None:
+    """Megatron's "loss scale:" halving from one iteration line to the next down to its floor, with iterations
+    skipped on the way (the scaler lowers the scale only on an overflow, which skips the iteration)."""
+    per_file: dict[tuple[str, int | None], list[tuple[Finding, float]]] = defaultdict(list)
+    for f in findings:
+        if f.signature == ITERATION and (v := _num(f.fields.get("loss_scale"))) is not None:
+            per_file[(f.evidence[0].file, f.rank)].append((f, v))
+    for items in per_file.values():
+        items.sort(key=lambda x: _line(x[0]))
+        run = [items[-1]]
+        for item in reversed(items[:-1]):  # back from the last line while the scale was higher before
+            if item[1] < run[0][1]:
+                break
+            run.insert(0, item)
+        drops = sum(1 for a, b in pairwise(run) if b[1] < a[1])
+        skipped = any(int(f.fields.get("skipped") or 0) > 0 for f, _ in run[1:])
+        if run[-1][1] <= FLOOR and drops >= MIN_RUN and skipped:
+            why = f"the loss scale fell from {run[0][1]:g} to {run[-1][1]:g} over {drops} logged intervals"
+            return [run[-1][0], run[0][0]], why + ", skipping iterations, and reached its floor"
     return None
 
 
