@@ -414,3 +414,15 @@ def test_a_gpu_no_longer_attached_confirms_a_lost_gpu() -> None:
     got = winner("NVRM: _threadNodeCheckTimeout: API_GPU_ATTACHED_SANITY_CHECK failed!")
     assert got == ("kernel.gpu_not_attached", "gpu_fallen_off_bus")
     assert CAT.signatures[CAT.index["kernel.gpu_not_attached"]].role == "confirmation"
+
+
+def test_one_jobs_ranks_faulting_on_one_host_are_its_bug_not_the_host(tmp_path: Path, settings: Settings) -> None:
+    # two ranks of one job (the same program) hit an MMU fault: a bug in the job, not the host
+    kern = "".join(
+        f"Nov 30 02:13:0{i} gpu-node-09 kernel: NVRM: Xid (PCI:0000:{bus}:00): 31, pid={pid}, name=pt_main_thread, "
+        "channel 0x00000002, intr 00000000. MMU Fault: ENGINE GRAPHICS GPC0 GPCCLIENT_T1_3 faulted @ 0x7f_12340000. "
+        "Fault is of type FAULT_PDE ACCESS_TYPE_VIRT_READ\n"
+        for i, (bus, pid) in enumerate((("07", 4410), ("0f", 4411)))
+    )
+    rc = _run(tmp_path / "b", {"gpu-node-09/kern.log": kern}, settings).document.root_cause
+    assert rc.culprit.gpu is not None  # the first faulting GPU speaks, not "the host"

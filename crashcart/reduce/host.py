@@ -58,7 +58,13 @@ def _pid_ranks(findings: list[Finding]) -> dict[tuple[str | None, str], int]:
 
 
 def _process(f: Finding, pid_rank: dict[tuple[str | None, str], int]) -> str | None:
-    """Which process a line speaks for: its rank, or the pid the kernel names (the rank that pid is)."""
+    """Which process a line speaks for: its rank, or the pid the kernel names (the rank that pid is).
+
+    An application-fault Xid (13, 31, ...) counts by program name: the ranks of one job run the same program,
+    and a bug in it may fault on several of them; only different programs faulting together say hardware."""
+    if f.class_id == "gpu_app_fault_xid":
+        comm = f.fields.get("comm", "").strip("'")
+        return f"program {comm}" if comm and comm != "<unknown>" else None
     if f.rank is not None:
         return f"rank {f.rank}"
     pid = f.fields.get("pid", "").strip("'")
