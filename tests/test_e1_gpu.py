@@ -156,6 +156,8 @@ def test_gsp_reported_pmu_halt_needs_a_reset() -> None:
         ("an illegal memory access was encountered", "cuda_kernel_fault"),  # cudaErrorIllegalAddress
         ("device-side assert triggered", "cuda_kernel_fault"),  # cudaErrorAssert
         ("unspecified launch failure", "cuda_kernel_fault"),  # cudaErrorLaunchFailure: the kernel faulted
+        ("operation not supported on global/shared address space", "cuda_kernel_fault"),  # InvalidAddressSpace
+        ("misaligned address", "cuda_kernel_fault"),  # cudaErrorMisalignedAddress
         ("invalid argument", "python_exception_rank_crash"),  # cudaErrorInvalidValue: the API call was wrong
         ("invalid configuration argument", "python_exception_rank_crash"),  # cudaErrorInvalidConfiguration
     ],
