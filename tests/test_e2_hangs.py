@@ -231,3 +231,18 @@ def test_an_announced_step_in_a_paste_without_rank_prefixes_before_the_timeouts(
     assert hangs.hang_candidate([step, done, *waits], topo(4), {}) is None
     after = step.model_copy(update={"evidence": [step.evidence[0].model_copy(update={"line": 20})]})
     assert hangs.hang_candidate([after, *waits], topo(4), {}) is None  # printed after the timeouts
+
+
+def test_every_rank_of_one_node_silent_while_the_other_node_waits() -> None:
+    nodes = Topology(world_size=4, ranks={r: RankInfo(rank=r, node="n1" if r < 2 else "n2") for r in range(4)})
+    waits = [aborted(r) for r in (0, 1)]
+    last = {
+        r: RankLast(
+            evidence=Evidence(id=f"L{r}", file=f"rank{r}.log", line=30, text="step 4100 | loss 2.03"), time=None
+        )
+        for r in (2, 3)
+    }
+    c = hangs.hang_candidate(waits, nodes, last)
+    assert c is not None and c.ranks == {2, 3}
+    scattered = Topology(world_size=4, ranks={r: RankInfo(rank=r, node=f"n{r % 2}") for r in range(4)})
+    assert hangs.hang_candidate(waits, scattered, last) is None  # ranks 2 and 3 are on different nodes

@@ -154,7 +154,16 @@ def silent_ranks(
         and not _carried_on(f, start, last or {})
     }
     silent = {r for r in range(world) if r not in waited and r not in loud}
-    return silent if len(silent) == 1 else set()  # several: a node or a group, not one rank that did not arrive
+    return silent if len(silent) == 1 or _one_node(silent, topo) else set()  # several: only as one whole node
+
+
+def _one_node(ranks: set[int], topo: Topology) -> bool:
+    """The ranks are exactly the ranks of one node of a multi-node job (a node that hung, not a scattered group)."""
+    nodes = {topo.ranks[r].node if r in topo.ranks else None for r in ranks}
+    if len(nodes) != 1 or None in nodes or len({i.node for i in topo.ranks.values()} - {None}) < 2:
+        return False
+    node = nodes.pop()
+    return ranks == {r for r, i in topo.ranks.items() if i.node == node}
 
 
 CARRIED_ON = timedelta(minutes=2)  # a rank whose log goes on this long after an error was not stopped by it
