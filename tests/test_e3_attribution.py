@@ -119,3 +119,15 @@ def test_a_success_line_beside_a_failure_is_not_no_failure(tmp_path: Path, setti
                           "[launch.py:351:main] Process 4101 exits successfully.")  # fmt: skip
     out = _run(tmp_path / "b", {"train.log": text}, settings)
     assert out.document.root_cause.class_ == "cuda_oom"
+
+
+def test_megatrons_nan_check_names_rank_node_and_device(tmp_path: Path, settings: Settings) -> None:
+    """Megatron-LM's grad-norm check (megatron/core/distributed: "Rank {r}: found NaN in local grad norm ...
+    Device: {d}, node: {host}") names all three; each is shown because the cited line names it."""
+    line = (
+        "[rank13]: AssertionError: Rank 13: found NaN in local grad norm in backward pass before data-parallel "
+        "communication collective. Device: 5, node: node-15-11\n"
+    )
+    out = _run(tmp_path / "b", {"log.txt": line}, settings)
+    c = out.document.root_cause.culprit
+    assert (c.rank, c.node, c.gpu) == (13, "node-15-11", "5")

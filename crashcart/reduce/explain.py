@@ -47,8 +47,11 @@ def _culprit(c: Candidate, topo: Topology, findings: list[Finding] | None = None
     if c.lead is not None and first.node:
         node = first.node
     gpu = first.gpu
-    if gpu is None and first.fields.get("gpu", "").isdigit():
-        gpu = first.fields["gpu"]  # a device index the line itself names ("GPU 3 has a total capacity", "GPU4 GSP")
+    index = first.fields.get("gpu", "") or (
+        "" if first.signature.startswith("kernel.") else first.fields.get("device", "")
+    )
+    if gpu is None and index.isdigit():
+        gpu = index  # a device index the line names ("GPU 3 has a total capacity", "GPU4 GSP", Megatron's "Device: 5")
     if gpu is None and rank is not None and rank in topo.ranks and first.node == topo.ranks[rank].node:
         gpu = None  # a rank's GPU is only named when a line names it; see _support
     if rank is None and node and gpu:
