@@ -140,6 +140,8 @@ def test_the_node_a_launch_failure_names_is_the_findings_node() -> None:
         ("RuntimeError: [enforce fail at inline_container.cc:764] . PytorchStreamWriter failed writing file data/3.", "storage_full_or_io_error"),
         ("RuntimeError: PytorchStreamWriter failed writing file data/0: file write failed", "storage_full_or_io_error"),
         ("RuntimeError: [enforce fail at inline_container.cc:603] . unexpected pos 4160 vs 4048", "storage_full_or_io_error"),
+        # torch/csrc/serialization.cpp doWrite (legacy torch.save): "write(): fd <n> failed with <strerror>"
+        ("RuntimeError: write(): fd 31 failed with Input/output error", "storage_full_or_io_error"),
         ("OSError: [Errno 28] No space left on device: '/dev/shm/torch_2871_1'", "dataloader_worker_failure"),
         ("OSError: [Errno 28] No space left on device: '/data/ckpt/step_100.pt'", "storage_full_or_io_error"),
         # NCCL's own segment (2.27 misc/shmutils.cc, 2.30 os/linux.cc) is NCCL's shared-memory transport
