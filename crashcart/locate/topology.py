@@ -434,8 +434,16 @@ class _RankFacts:
 @functools.lru_cache(maxsize=4096)
 def _node_in_path(path: str, nodes: tuple[str, ...]) -> str | None:
     """The one known node whose name stands as a whole token in ``path``, if exactly one does."""
-    hits = [n for n in nodes if re.search(rf"(?<![A-Za-z0-9]){re.escape(n)}(?![A-Za-z0-9-])", path)]
-    return hits[0] if len(hits) == 1 else None
+    hits = {m.group(0) for m in _node_names(nodes).finditer(path)} if nodes else set()
+    return next(iter(hits)) if len(hits) == 1 else None
+
+
+@functools.lru_cache(maxsize=16)
+def _node_names(nodes: tuple[str, ...]) -> re.Pattern[str]:
+    """One regex for all of ``nodes`` as whole tokens (longest first), compiled once per set of nodes: a
+    bundle of 10,000 rank files on 1,250 nodes asks about every file."""
+    names = "|".join(re.escape(n) for n in sorted(set(nodes), key=lambda n: (-len(n), n)))
+    return re.compile(rf"(?<![A-Za-z0-9])(?:{names})(?![A-Za-z0-9-])")
 
 
 def gpu_of(topo: Topology, rank: int | None) -> str | None:

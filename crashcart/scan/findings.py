@@ -11,6 +11,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from crashcart.catalogue import Catalogue, Signature
 from crashcart.ingest.bundle import Bundle, canonical_line
@@ -47,17 +48,48 @@ class IdSource:
 
 
 def clock_context(bundle: Bundle, bf: BundleFile) -> clock.ClockContext:
+    """The clock facts of one file: the bundle's year and collection time, its node's boot time."""
     boot = None
     if bundle.manifest is not None:
-        for node in bundle.manifest.nodes:
-            if node.host == bf.host or (node.kernel_log is not None and node.kernel_log == bf.path):
-                boot = node.boot_time
+        by_host, by_log = _boot_times(bundle.manifest)
+        # the last node entry that names this host or this kernel log, as a walk over the nodes would find
+        boot = max((by_host.get(bf.host or ""), by_log.get(bf.path)), key=lambda b: b[0] if b else -1)
+        boot = boot[1] if boot else None
     reference = bundle.manifest.collected_at if bundle.manifest else None
     return clock.ClockContext(year=bundle.year, reference=reference, boot_time=boot)
 
 
+_BOOTS: dict[int, tuple[object, tuple[dict[str, Any], dict[str, Any]]]] = {}
+
+
+def _boot_times(manifest: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(host -> (position, boot time), kernel log -> (position, boot time)) of the manifest's nodes, built
+    once per manifest: a bundle of 10,000 rank files on 1,250 nodes asks for every file."""
+    got = _BOOTS.get(id(manifest))
+    if got is not None and got[0] is manifest:
+        return got[1]
+    by_host: dict[str, Any] = {}
+    by_log: dict[str, Any] = {}
+    for i, node in enumerate(manifest.nodes):
+        by_host[node.host] = (i, node.boot_time)
+        if node.kernel_log is not None:
+            by_log[node.kernel_log] = (i, node.boot_time)
+    if len(_BOOTS) > 64:
+        _BOOTS.clear()
+    _BOOTS[id(manifest)] = (manifest, (by_host, by_log))
+    return by_host, by_log
+
+
 def build_findings(
-    cat: Catalogue, bundle: Bundle, bf: BundleFile, fs: FileScan, ids: IdSource, *, cap: int, tb_max: int
+    cat: Catalogue,
+    bundle: Bundle,
+    bf: BundleFile,
+    fs: FileScan,
+    ids: IdSource,
+    *,
+    cap: int,
+    tb_max: int,
+    context_cap: int = 0,
 ) -> tuple[list[Finding], str | None]:
     """Findings of one file, in line order, plus a note when some hits were not itemised."""
     ctx = clock_context(bundle, bf)
@@ -77,7 +109,7 @@ def build_findings(
             chosen.append((best[0], line, best[1]))
         chosen.extend((c[0], line, c[1]) for c in ctx_hits)
     context = {sig for sig, _, _ in chosen if cat.signatures[sig].role == "context"}
-    chosen, dropped = _cap(chosen, cap, context)
+    chosen, dropped = _cap(chosen, cap, context, context_cap or CONTEXT_CAP)
     note = f"{dropped} repetitive matched lines not itemised" if dropped else None
 
     inherit = _Inheritor(bundle, bf.path, ctx)
@@ -164,13 +196,13 @@ CONTEXT_CAP = 64  # fact lines (versions, init, progress) itemised per signature
 
 
 def _cap(
-    chosen: list[tuple[int, int, bytes | None]], cap: int, context: set[int] | None = None
+    chosen: list[tuple[int, int, bytes | None]], cap: int, context: set[int] | None = None, context_cap: int = 0
 ) -> tuple[list[tuple[int, int, bytes | None]], int]:
     """Keep the first and last half of the hits of a signature that fires more often than its limit."""
     counts: dict[int, int] = defaultdict(int)
     for sig, _, _ in chosen:
         counts[sig] += 1
-    limit = {s: (CONTEXT_CAP if context and s in context else cap) for s in counts}
+    limit = {s: ((context_cap or CONTEXT_CAP) if context and s in context else cap) for s in counts}
     over = {s for s, n in counts.items() if n > limit[s]}
     if not over:
         return chosen, 0

@@ -120,6 +120,7 @@ def scan(
 
     result = ScanResult(findings=[], scans=scans, matcher=matcher_name)
     ids = IdSource()
+    cap, context_cap = itemised_per_file(len(targets), settings.max_findings_per_signature_per_file)
     for bf in sorted(targets, key=lambda f: f.path):
         got = scans.get(bf.path)
         if got is None:
@@ -139,7 +140,8 @@ def scan(
             bf,
             fs,
             ids,
-            cap=settings.max_findings_per_signature_per_file,
+            cap=cap,
+            context_cap=context_cap,
             tb_max=settings.traceback_max_lines,
         )
         result.findings.extend(found)
@@ -196,6 +198,20 @@ def scan_files(
         for fs in threads.results(jobs):
             record(fs)
     return scans
+
+
+FINDINGS_BUDGET = 128  # files itemised at the full caps; beyond, a file's share of the budget shrinks
+
+
+def itemised_per_file(files: int, cap: int) -> tuple[int, int]:
+    """How many lines of one signature ``build_findings`` itemises per file (failure, context): ``cap`` and
+    ``CONTEXT_CAP`` for a bundle of up to ``FINDINGS_BUDGET`` files; for more, the same total shared out
+    (never fewer than the first and last 2), so 10,000 rank files cost about what 128 do, not 80 times more.
+    """
+    if files <= FINDINGS_BUDGET:
+        return cap, CONTEXT_CAP
+    share = FINDINGS_BUDGET / files
+    return max(4, int(cap * share) // 2 * 2), max(4, int(CONTEXT_CAP * share) // 2 * 2)
 
 
 @functools.cache

@@ -22,6 +22,7 @@ from crashcart.text import prefix
 Maker = Callable[[int, str, list[Evidence], dict[str, str]], Finding]
 
 MAX_BYTES = 256 * 1024  # only small files (pasted logs); large logs are written by programs, not terminals
+MAX_FILES = 128  # nor a bundle of many files: thousands of rank files are written by programs, not pasted
 MAX_SPAN = 3  # lines one wrapped message may cover
 MIN_HEAD = 30  # a wrapped head line is long
 _NEW_RECORD = re.compile(
@@ -54,7 +55,7 @@ def _joinable(head: str, cont: str) -> bool:
 
 def add_wrapped(cat: Catalogue, bundle: Bundle, bf: BundleFile, findings: list[Finding], make: Maker) -> list[Finding]:
     """``findings`` plus findings for wrapped messages; a generic finding on a head line they explain goes."""
-    if bf.size > MAX_BYTES or bf.size == 0:
+    if bf.size > MAX_BYTES or bf.size == 0 or len(bundle.files) > MAX_FILES:
         return findings
     lines = bundle.read_lines(bf.path, 1, 1_000_000)
     if len(lines) < 2:
