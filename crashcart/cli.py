@@ -310,9 +310,10 @@ def _eval(args: argparse.Namespace, settings: Settings, err: Console) -> int:
             table.add_column(col)
         yes = {True: "[green]yes[/]", False: "[red]no[/]"}
         for r in results:
-            got = r.got if r.class_ok else f"[red]{r.got}[/]"
-            culprit = r.culprit if r.culprit_ok else f"[red]{r.culprit or '-'}[/]"
-            table.add_row(r.case, r.expected, got, culprit, yes[r.line_hit], yes[r.citations_ok], f"{r.seconds:.2f}")
+            got = _shown(r.got) if r.class_ok else f"[red]{_shown(r.got)}[/]"
+            culprit = _shown(r.culprit or "") if r.culprit_ok else f"[red]{_shown(r.culprit or '-')}[/]"
+            row = (_shown(r.case), _shown(r.expected), got, culprit, yes[r.line_hit], yes[r.citations_ok])
+            table.add_row(*row, f"{r.seconds:.2f}")
         console.print(table)
         s = evaluate.summary(results)
         for line in evaluate.summary_lines(results):
@@ -325,8 +326,20 @@ def _eval(args: argparse.Namespace, settings: Settings, err: Console) -> int:
             console.print(f"  confused {c['expected']} -> {c['got']} ({c['count']})")
         for r in results:
             for note in r.notes:
-                console.print(f"  {r.case}: {note}", style="dim")
+                console.print(f"  {_printable(r.case)}: {_printable(note)}", style="dim", markup=False)
     return 0 if all(r.passed for r in results) else 1
+
+
+def _printable(text: str) -> str:
+    """``text`` as any terminal can print it: a file name that is not UTF-8 keeps its bytes as escapes."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _shown(text: str) -> str:
+    """``_printable`` and safe inside rich markup (a case named ``[red]x`` is shown as it is)."""
+    from rich.markup import escape
+
+    return escape(_printable(text))
 
 
 def _write_reports(out: Path, outcome: Outcome, store: Store | None) -> list[Path]:

@@ -127,3 +127,21 @@ def test_help_lists_classes_and_layouts_and_defaults(capsys: pytest.CaptureFixtu
     assert "gpu_fallen_off_bus" in out and "slurm_combined" in out and "(default: 8)" in out
     assert main(["list", "--help"]) == 0
     assert "(default: 20)" in capsys.readouterr().out
+
+
+def test_eval_prints_a_case_named_in_bytes_or_markup(
+    tmp_path: Path, env: None, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A labelled bundle whose folder name is not UTF-8, or reads as rich markup, is printed as it is."""
+    import os
+    import shutil
+
+    monkeypatch.setenv("COLUMNS", "250")
+    root = Path(__file__).resolve().parents[1] / "incidents" / "gpu-fell-off-bus"
+    for name in (os.fsdecode(b"case-\xff\xfe"), "[red]case"):
+        shutil.copytree(root, tmp_path / "cases" / name)
+    code = main(["eval", str(tmp_path / "cases")])
+    out, err = capsys.readouterr()
+    assert code == 0 and "Traceback" not in err and "internal error" not in err
+    assert "case-\\udcff\\udcfe" in out
+    assert "[red]case" in out

@@ -65,7 +65,8 @@ def scan_hang_evidence(bundle: Bundle, ids: IdSource) -> HangScan:
         elif bf.kind in LOG_KINDS and bf.size <= MAX_LOG_READ and budget > 0:
             budget -= bf.size
             data = phys.read_bytes()
-            pyspy = _PYSPY_MARK.search(data) is not None
+            # literal tests first: the regex runs at a tenth of their speed, over every small log
+            pyspy = (b"Python v" in data or b'"MainThread"' in data) and _PYSPY_MARK.search(data) is not None
             if _FH_MARK in data or pyspy:
                 lines = [canonical_line(raw, max_line) for raw in data.split(b"\n")]
                 tools = {"faulthandler", "py-spy"} if pyspy else {"faulthandler"}
