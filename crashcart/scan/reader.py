@@ -35,7 +35,7 @@ GIANT = 4  # a line longer than this many buffers is scanned in buffer-sized pie
 NUMPY_MIN_BYTES = 64 * 1024  # below this, bytes.count beats numpy's call overhead
 MANY_HITS = 64  # from this many matches in one buffer, map them to lines with numpy
 KEEP_HITS = 4_000  # per signature and file, the first and the last this many hit lines are kept (bounded memory)
-BACKSCAN_MIN_BYTES = 16 * 1024 * 1024  # from this file size, a signature whose first hits are held stops being
+BACKSCAN_MIN_BYTES = 1024 * 1024  # after this many bytes of a file, a signature whose first hits are held stops being
 # scanned for, and its last hits are found reading the file backwards (``backscan``)
 BACKSCAN_MAX_SWITCHES = 4  # matchers built per file for that (each set of signatures is compiled once)
 
