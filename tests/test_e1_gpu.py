@@ -9,35 +9,15 @@ libraries/crashcat, 535-595), NVSwitch SXids (common_nvswitch.h), PyTorch's ``CU
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 import pytest
 
 from crashcart.catalogue import load_catalogue
-from crashcart.pipeline import Outcome, diagnose
 from crashcart.settings import Settings
+from tests.kit import run_files, winner
 
 CAT = load_catalogue()
-
-
-def winner(text: str) -> tuple[str, str] | None:
-    """(signature id, class) of the highest-priority non-context signature matching ``text``."""
-    best = None
-    for i, s in enumerate(CAT.signatures):
-        if s.role == "context" or not CAT.regex(i).search(text):
-            continue
-        if best is None or s.priority > best.priority:
-            best = s
-    return (best.id, best.class_id) if best is not None else None
-
-
-def _run(root: Path, files: dict[str, str], settings: Settings) -> Outcome:
-    for name, text in files.items():
-        path = root / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-    return asyncio.run(diagnose(root, settings))
 
 
 # --- the Xid catalogue ---------------------------------------------------------------------------------
@@ -178,7 +158,7 @@ def test_caused_by_previous_xid_promotes_the_cause_end_to_end(tmp_path: Path, se
         "Nov 30 02:13:08 gpu-node-03 kernel: NVRM: Xid (PCI:0000:b7:00): 45, pid=8812, name=python, Ch 00000011 "
         "caused by previous Xid 140\n"
     )
-    out = _run(tmp_path / "b", {"gpu-node-03/kern.log": kern}, settings)
+    out = run_files(tmp_path / "b", {"gpu-node-03/kern.log": kern}, settings)
     rc = out.document.root_cause
     assert rc.class_ == "gpu_memory_ecc_uncorrectable"
     assert rc.culprit.gpu is not None and rc.culprit.gpu.startswith("0000:b7:00")
@@ -190,7 +170,7 @@ def test_a_lone_summary_xid_is_the_root_with_its_gpu(tmp_path: Path, settings: S
         "Nov 30 02:13:07 gpu-node-03 kernel: NVRM: Xid (PCI:0000:2a:00): 154, GPU recovery action changed from "
         "0x0 (None) to 0x2 (Node Reboot Required)\n"
     )
-    out = _run(tmp_path / "b", {"gpu-node-03/kern.log": kern}, settings)
+    out = run_files(tmp_path / "b", {"gpu-node-03/kern.log": kern}, settings)
     rc = out.document.root_cause
     assert rc.class_ == "gpu_engine_hang_reset_required"
     assert rc.culprit.gpu is not None and rc.culprit.gpu.startswith("0000:2a:00")
@@ -221,7 +201,7 @@ def _job(failing: dict[int, str]) -> dict[str, str]:
 
 
 def test_several_ranks_with_device_errors_on_one_host_point_at_the_host(tmp_path: Path, settings: Settings) -> None:
-    out = _run(tmp_path / "b", _job({1: CUDA_UNKNOWN, 2: CUDA_UNKNOWN}), settings)
+    out = run_files(tmp_path / "b", _job({1: CUDA_UNKNOWN, 2: CUDA_UNKNOWN}), settings)
     rc = out.document.root_cause
     assert rc.class_ == "gpu_engine_hang_reset_required"
     assert (rc.culprit.node, rc.culprit.rank, rc.culprit.gpu) == ("gpu-node-07", None, None)
@@ -232,14 +212,14 @@ def test_several_ranks_with_device_errors_on_one_host_point_at_the_host(tmp_path
 
 
 def test_one_rank_with_a_device_error_stays_that_rank(tmp_path: Path, settings: Settings) -> None:
-    out = _run(tmp_path / "b", _job({2: CUDA_UNKNOWN}), settings)
+    out = run_files(tmp_path / "b", _job({2: CUDA_UNKNOWN}), settings)
     rc = out.document.root_cause
     assert rc.class_ == "gpu_engine_hang_reset_required"
     assert rc.culprit.rank == 2
 
 
 def test_device_errors_on_two_hosts_name_no_single_host(tmp_path: Path, settings: Settings) -> None:
-    out = _run(tmp_path / "b", _job({1: CUDA_UNKNOWN, 5: CUDA_UNKNOWN}), settings)
+    out = run_files(tmp_path / "b", _job({1: CUDA_UNKNOWN, 5: CUDA_UNKNOWN}), settings)
     assert out.document.root_cause.culprit.node != "gpu-node-07" or out.document.root_cause.culprit.rank is not None
 
 
@@ -248,7 +228,7 @@ def test_one_gpu_every_report_names_keeps_the_gpu(tmp_path: Path, settings: Sett
     files["gpu-node-07/kern.log"] = (
         "Nov 30 02:30:00 gpu-node-07 kernel: NVRM: Xid (PCI:0000:3b:00): 79, pid=0, GPU has fallen off the bus.\n"
     )
-    rc = _run(tmp_path / "b", files, settings).document.root_cause
+    rc = run_files(tmp_path / "b", files, settings).document.root_cause
     assert rc.class_ == "gpu_fallen_off_bus"
     assert rc.culprit.gpu is not None and rc.culprit.gpu.startswith("0000:3b:00")
 
@@ -261,7 +241,7 @@ def test_unrelated_programs_faulting_on_one_host_point_at_the_host(tmp_path: Pat
         "0x00000002, intr 00000000. MMU Fault: ENGINE GRAPHICS GPC0 GPCCLIENT_T1_3 faulted @ 0x7f_12340000. "
         "Fault is of type FAULT_PDE ACCESS_TYPE_VIRT_READ\n"
     )
-    rc = _run(tmp_path / "b", {"gpu-node-09/kern.log": kern}, settings).document.root_cause
+    rc = run_files(tmp_path / "b", {"gpu-node-09/kern.log": kern}, settings).document.root_cause
     assert (rc.culprit.node, rc.culprit.rank, rc.culprit.gpu) == ("gpu-node-09", None, None)
 
 
@@ -272,7 +252,7 @@ def test_one_program_faulting_twice_is_not_the_host(tmp_path: Path, settings: Se
         "Nov 30 02:13:07 gpu-node-09 kernel: NVRM: Xid (PCI:0000:07:00): 13, pid=4410, name=python3, Graphics "
         "SM Warp Exception on (GPC 2, TPC 1): Out Of Range Address\n"
     )
-    rc = _run(tmp_path / "b", {"gpu-node-09/kern.log": kern}, settings).document.root_cause
+    rc = run_files(tmp_path / "b", {"gpu-node-09/kern.log": kern}, settings).document.root_cause
     assert rc.culprit.gpu is not None and rc.culprit.gpu.startswith("0000:07:00")
 
 
@@ -293,14 +273,14 @@ def _xid74(pci: str, second: int) -> str:
 
 def test_an_sxid_with_one_gpus_nvlink_xid_names_that_gpu(tmp_path: Path, settings: Settings) -> None:
     kern = SXID + _xid74("0000:48:00", 9)
-    rc = _run(tmp_path / "b", {"hgx-04/dmesg.log": kern}, settings).document.root_cause
+    rc = run_files(tmp_path / "b", {"hgx-04/dmesg.log": kern}, settings).document.root_cause
     assert rc.class_ in {"nvswitch_fabric_manager_error", "gpu_nvlink_error"}
     assert rc.culprit.gpu is not None and rc.culprit.gpu.startswith("0000:48:00")
 
 
 def test_an_sxid_with_several_gpus_names_no_gpu(tmp_path: Path, settings: Settings) -> None:
     kern = SXID + _xid74("0000:48:00", 9) + _xid74("0000:4e:00", 10)
-    rc = _run(tmp_path / "b", {"hgx-04/dmesg.log": kern}, settings).document.root_cause
+    rc = run_files(tmp_path / "b", {"hgx-04/dmesg.log": kern}, settings).document.root_cause
     assert rc.class_ == "nvswitch_fabric_manager_error"
     assert rc.culprit.gpu is None
 
@@ -337,13 +317,13 @@ def _logged(hhmm: str) -> str:
 
 
 def test_device_errors_far_apart_on_one_host_are_not_one_event(tmp_path: Path, settings: Settings) -> None:
-    out = _run(tmp_path / "b", _job({1: _logged("02:10"), 2: _logged("02:50")}), settings)
+    out = run_files(tmp_path / "b", _job({1: _logged("02:10"), 2: _logged("02:50")}), settings)
     rc = out.document.root_cause
     assert rc.culprit.rank == 1  # the first failure; the one 40 minutes later is another event
 
 
 def test_device_errors_together_on_one_host_name_the_host(tmp_path: Path, settings: Settings) -> None:
-    out = _run(tmp_path / "b", _job({1: _logged("02:10"), 2: _logged("02:11")}), settings)
+    out = run_files(tmp_path / "b", _job({1: _logged("02:10"), 2: _logged("02:11")}), settings)
     rc = out.document.root_cause
     assert (rc.culprit.node, rc.culprit.rank) == ("gpu-node-07", None)
 
@@ -370,7 +350,7 @@ def _ps(stat: str) -> str:
 
 def test_a_stopped_process_holding_gpu_memory_is_the_oom_cause(tmp_path: Path, settings: Settings) -> None:
     files = {"nvidia-smi.txt": NVSMI_PROCESSES, "ps.txt": _ps("Tl")}
-    rc = _run(tmp_path / "b", files, settings).document.root_cause
+    rc = run_files(tmp_path / "b", files, settings).document.root_cause
     assert rc.class_ == "cuda_oom"
     assert {(c.file, c.line) for c in rc.citations if c.verified} == {("nvidia-smi.txt", 6), ("ps.txt", 2)}
     assert rc.confidence <= 0.6  # an inference from a process table, not a line that says it
@@ -378,7 +358,7 @@ def test_a_stopped_process_holding_gpu_memory_is_the_oom_cause(tmp_path: Path, s
 
 def test_a_running_process_holding_gpu_memory_is_no_cause(tmp_path: Path, settings: Settings) -> None:
     files = {"nvidia-smi.txt": NVSMI_PROCESSES, "ps.txt": _ps("Rl")}
-    rc = _run(tmp_path / "b", files, settings).document.root_cause
+    rc = run_files(tmp_path / "b", files, settings).document.root_cause
     assert rc.class_ != "cuda_oom"
 
 
@@ -388,7 +368,7 @@ def test_the_jobs_own_oom_error_cites_the_stopped_process(tmp_path: Path, settin
         "79.11 GiB of which 1.06 GiB is free. Including non-PyTorch memory, this process has 39.02 GiB memory in use.\n"
     )
     files = {"train.log": oom, "nvidia-smi.txt": NVSMI_PROCESSES, "ps.txt": _ps("T")}
-    rc = _run(tmp_path / "b", files, settings).document.root_cause
+    rc = run_files(tmp_path / "b", files, settings).document.root_cause
     assert rc.class_ == "cuda_oom"
     cited = {c.file for c in rc.citations if c.verified}
     assert {"train.log", "ps.txt"} <= cited
@@ -426,5 +406,5 @@ def test_one_jobs_ranks_faulting_on_one_host_are_its_bug_not_the_host(tmp_path: 
         "Fault is of type FAULT_PDE ACCESS_TYPE_VIRT_READ\n"
         for i, (bus, pid) in enumerate((("07", 4410), ("0f", 4411)))
     )
-    rc = _run(tmp_path / "b", {"gpu-node-09/kern.log": kern}, settings).document.root_cause
+    rc = run_files(tmp_path / "b", {"gpu-node-09/kern.log": kern}, settings).document.root_cause
     assert rc.culprit.gpu is not None  # the first faulting GPU speaks, not "the host"

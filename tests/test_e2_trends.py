@@ -9,34 +9,11 @@ from __future__ import annotations
 
 import asyncio
 
-from crashcart.catalogue import load_catalogue
-from crashcart.models import Evidence, Finding, RankInfo, Topology
+from crashcart.models import Finding, RankInfo, Topology
 from crashcart.pipeline import diagnose
 from crashcart.reduce import throughput, trends
 from crashcart.settings import Settings
-
-_n = iter(range(1, 100_000))
-
-
-def finding(signature: str, text: str, *, rank: int | None = None, file: str = "train.log", line: int = 1) -> Finding:
-    """A finding as the scan makes it: the catalogue signature's class, role and fields for this line."""
-    cat = load_catalogue()
-    idx = cat.index[signature]
-    s = cat.signatures[idx]
-    fields = cat.extract(idx, text)
-    assert fields is not None, (signature, text)
-    n = next(_n)
-    return Finding(
-        id=f"F{n:05d}",
-        class_id=s.class_id,
-        signature=s.id,
-        role=s.role,
-        severity=s.severity,
-        summary=s.id,
-        rank=rank,
-        fields=fields,
-        evidence=[Evidence(id=f"E{n:05d}", file=file, line=line, text=text)],
-    )
+from tests.kit import finding
 
 
 def ds_overflow(scale: int, line: int, *, to: int | None = None) -> Finding:

@@ -9,19 +9,10 @@ sigkill_handler's "Killing subprocess" and "exits with return code"), PyTorch's 
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
-from crashcart.pipeline import Outcome, diagnose
 from crashcart.settings import Settings
-
-
-def _run(root: Path, files: dict[str, str], settings: Settings) -> Outcome:
-    for name, text in files.items():
-        path = root / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-    return asyncio.run(diagnose(root, settings))
+from tests.kit import run_files
 
 
 def _entry(idx: int, host: str, rank: int, exitcode: str, trace: str) -> str:
@@ -63,7 +54,7 @@ def test_the_summary_entry_names_the_failing_ranks_host_and_its_sigabrt_root_is_
         _entry(1, "gpu46", 1, "-15", "Signal 15 (SIGTERM) received by PID 171"),
         _entry(0, "gpu46", 0, "-6", "Signal 6 (SIGABRT) received by PID 170"),
     )
-    out = _run(tmp_path / "b", {"console.log": CONSOLE + summary}, settings)
+    out = run_files(tmp_path / "b", {"console.log": CONSOLE + summary}, settings)
     root = out.document.root_cause
     assert root.class_ == "python_exception_rank_crash"
     assert (root.culprit.rank, root.culprit.node) == (1, "gpu46")
@@ -73,7 +64,7 @@ def test_the_summary_entry_names_the_failing_ranks_host_and_its_sigabrt_root_is_
 
 def test_a_loopback_summary_host_names_no_node(tmp_path: Path, settings: Settings) -> None:
     summary = _torchrun_summary("  <NO_OTHER_FAILURES>\n", _entry(0, "localhost", 1, "1", "ValueError"))
-    out = _run(tmp_path / "b", {"console.log": CONSOLE + summary}, settings)
+    out = run_files(tmp_path / "b", {"console.log": CONSOLE + summary}, settings)
     assert out.topology.ranks.get(1) is None or out.topology.ranks[1].node is None
 
 
@@ -92,7 +83,7 @@ torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 1 ha
 def test_deepspeeds_spawn_line_ties_a_pid_to_its_local_rank_and_the_gpu_index_is_the_culprit(
     tmp_path: Path, settings: Settings
 ) -> None:
-    out = _run(tmp_path / "b", {"train.log": DS_OOM}, settings)
+    out = run_files(tmp_path / "b", {"train.log": DS_OOM}, settings)
     oom = next(f for f in out.findings if f.signature == "cuda.oom")
     assert oom.rank == 1  # pid 4102 was started as --local_rank=1 on a single-node job
     root = out.document.root_cause
@@ -107,17 +98,17 @@ def test_launchers_and_schedulers_that_report_success_give_no_failure(tmp_path: 
         "gpu46:2211:2290 [0] NCCL INFO NET/Plugin: Plugin load returned 2 : libnccl-net.so: cannot open shared "
         "object file: No such file or directory : when loading libnccl-net.so\n"
     )
-    out = _run(tmp_path / "ds", {"train.log": ok}, settings)
+    out = run_files(tmp_path / "ds", {"train.log": ok}, settings)
     assert out.document.root_cause.class_ == "no_failure"
     sacct = "JobID           JobName  Partition    Account  AllocCPUS      State ExitCode \n881          train        gpu      acct1         16  COMPLETED      0:0 \n"
-    out = _run(tmp_path / "slurm", {"sacct.txt": sacct}, settings)
+    out = run_files(tmp_path / "slurm", {"sacct.txt": sacct}, settings)
     assert out.document.root_cause.class_ == "no_failure"
 
 
 def test_a_success_line_beside_a_failure_is_not_no_failure(tmp_path: Path, settings: Settings) -> None:
     text = DS_OOM.replace("Killing subprocess 4101", "Killing subprocess 4101\n[2024-05-01 10:00:30,000] [INFO] "
                           "[launch.py:351:main] Process 4101 exits successfully.")  # fmt: skip
-    out = _run(tmp_path / "b", {"train.log": text}, settings)
+    out = run_files(tmp_path / "b", {"train.log": text}, settings)
     assert out.document.root_cause.class_ == "cuda_oom"
 
 
@@ -128,6 +119,6 @@ def test_megatrons_nan_check_names_rank_node_and_device(tmp_path: Path, settings
         "[rank13]: AssertionError: Rank 13: found NaN in local grad norm in backward pass before data-parallel "
         "communication collective. Device: 5, node: node-15-11\n"
     )
-    out = _run(tmp_path / "b", {"log.txt": line}, settings)
+    out = run_files(tmp_path / "b", {"log.txt": line}, settings)
     c = out.document.root_cause.culprit
     assert (c.rank, c.node, c.gpu) == (13, "node-15-11", "5")

@@ -9,36 +9,14 @@ ostream_write_func), Ray's memory monitor and DeepSpeed's launcher (launcher/lau
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 import pytest
 
 from crashcart.catalogue import load_catalogue
 from crashcart.locate.topology import nccl_prefix
-from crashcart.pipeline import Outcome, diagnose
 from crashcart.settings import Settings
-
-
-def winner(text: str) -> tuple[str, str] | None:
-    """(signature id, class) of the highest-priority non-context signature matching ``text``."""
-    cat = load_catalogue()
-    best = None
-    for i, s in enumerate(cat.signatures):
-        if s.role == "context" or not cat.regex(i).search(text):
-            continue
-        if best is None or s.priority > best.priority:
-            best = s
-    return (best.id, best.class_id) if best is not None else None
-
-
-def _run(root: Path, files: dict[str, str], settings: Settings) -> Outcome:
-    for name, text in files.items():
-        path = root / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-    return asyncio.run(diagnose(root, settings))
-
+from tests.kit import run_files, winner
 
 # NCCL 2.30 src/debug.cc: "[%d] %s:%d (%s) NCCL WARN %s" when the call site's function is known; 2.26+ prefixes
 # WARN lines with NCCL_DEBUG_TIMESTAMP_FORMAT's default "[%F %T] ".
@@ -174,7 +152,7 @@ RuntimeError: [enforce fail at inline_container.cc:337] . unexpected pos 1254720
 
 
 def test_a_failed_torch_save_is_a_storage_failure_cited_once_per_line(tmp_path: Path, settings: Settings) -> None:
-    out = _run(tmp_path / "b", {"train.log": TORCH_SAVE}, settings)
+    out = run_files(tmp_path / "b", {"train.log": TORCH_SAVE}, settings)
     root = out.document.root_cause
     assert root.class_ == "storage_full_or_io_error"
     spans = [(c.file, c.line, c.end_line) for c in root.citations]
@@ -192,7 +170,7 @@ def test_a_wrapped_line_is_cited_from_its_own_head_not_from_the_record_above(
         "slurmstepd: error: *** JOB 77 ON gpu09 CANCELLED AT 2024-03-01T10:00:00 DUE TO NODE\n"
         "FAILURE, SEE SLURMCTLD LOG FOR DETAILS ***\n"
     )
-    out = _run(tmp_path / "b", {"job.out": job}, settings)
+    out = run_files(tmp_path / "b", {"job.out": job}, settings)
     spans = {(f.evidence[0].line, f.evidence[0].end_line) for f in out.findings if f.class_id == "slurm_node_failure"}
     assert spans == {(2, 3)}
     assert out.document.root_cause.class_ == "slurm_node_failure"
@@ -224,7 +202,7 @@ def test_a_last_error_detail_of_the_same_class_brings_its_peer(tmp_path: Path, s
         "Last error:\n"
         "socketPollConnect to 10.0.0.5<46543> failed with error Connection refused\n"
     )
-    out = _run(tmp_path / "b", {"rank0.log": text}, settings)
+    out = run_files(tmp_path / "b", {"rank0.log": text}, settings)
     head = next(f for f in out.findings if f.signature == "nccl.system_error" and f.evidence[0].line == 1)
     assert head.fields["peer"] == "10.0.0.5"
     assert head.fields["_detail_signature"] == "nccl.socket_poll_connect_failed"
@@ -251,7 +229,7 @@ def test_gloos_size_enforce_is_a_collective_mismatch_and_the_lost_peer_a_symptom
         "[rank0]: RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed by peer "
         "[10.0.0.2]:22151\n"
     )
-    out = _run(tmp_path / "b", {"log.txt": log}, settings)
+    out = run_files(tmp_path / "b", {"log.txt": log}, settings)
     root = out.document.root_cause
     assert root.class_ == "collective_mismatch_desync"
     assert root.culprit.rank == 1

@@ -9,45 +9,13 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from crashcart.catalogue import load_catalogue
 from crashcart.models import Evidence, Finding, RankInfo, RankLast, Topology
 from crashcart.reduce import hangs
 from crashcart.reduce.causal import Candidate
 from crashcart.text import clock
+from tests.kit import finding
 
 T0 = datetime(2026, 11, 30, 2, 0, 0, tzinfo=UTC)
-_n = iter(range(1, 10_000))
-
-
-def finding(
-    signature: str,
-    text: str,
-    *,
-    rank: int | None = None,
-    file: str = "train.log",
-    line: int = 1,
-    time: datetime | None = None,
-    **extra: str,
-) -> Finding:
-    """A finding as the scan makes it: the catalogue signature's class, role and fields for this line."""
-    cat = load_catalogue()
-    idx = cat.index[signature]
-    s = cat.signatures[idx]
-    fields = cat.extract(idx, text)
-    assert fields is not None, (signature, text)
-    n = next(_n)
-    return Finding(
-        id=f"F{n:04d}",
-        class_id=s.class_id,
-        signature=s.id,
-        role=s.role,
-        severity=s.severity,
-        summary=s.id,
-        time=time,
-        rank=rank,
-        fields={**fields, **extra},
-        evidence=[Evidence(id=f"E{n:05d}", file=file, line=line, text=text)],
-    )
 
 
 def watchdog(rank: int, *, timeout_ms: int = 1_800_000, line: int = 10, file: str = "train.log") -> Finding:
