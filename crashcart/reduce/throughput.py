@@ -45,6 +45,7 @@ _MEASURES: tuple[tuple[str, str, str, str], ...] = (
     ("progress.rank_throughput", "tt_tflops", "rate", "TFLOPs"),
     ("progress.rank_throughput", "hf_samples_per_s", "rate", "samples per second"),
 )
+_MEASURED = frozenset(sig for sig, _, _, _ in _MEASURES) | {"progress.tqdm"}  # signatures points() reads
 
 
 @dataclass(frozen=True)
@@ -65,6 +66,8 @@ def _float(v: str) -> float | None:
 def points(f: Finding) -> list[Point]:
     """The throughput values a finding carries, each as a cost (higher is slower)."""
     out: list[Point] = []
+    if f.signature not in _MEASURED:  # most findings: not a throughput line
+        return out
     for sig, field, kind, measure in _MEASURES:
         if f.signature != sig or not (v := _float(f.fields.get(field, ""))):
             continue
@@ -248,8 +251,9 @@ def socket_fallback(findings: list[Finding]) -> Candidate | None:
         if h
     }
     fell: dict[str, Finding] = {}
-    for f in sorted(findings, key=lambda f: (f.evidence[0].file, f.evidence[0].line)):
-        if f.signature == "nccl.socket_fallback" and (h := _host(f)) and h not in ib:
+    fallbacks = [f for f in findings if f.signature == "nccl.socket_fallback"]
+    for f in sorted(fallbacks, key=lambda f: (f.evidence[0].file, f.evidence[0].line)):
+        if (h := _host(f)) and h not in ib:
             fell.setdefault(h, f)
     if not ib or not fell or len(fell) > max(1, len(ib) // 3):
         return None

@@ -7,6 +7,7 @@ virtually with it, keeping original line numbers. Pure functions, no I/O.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from typing import NamedTuple
@@ -262,6 +263,8 @@ def unwrap_json(line: str) -> str:
     return line
 
 
+@functools.lru_cache(maxsize=1024)
 def view(line: str) -> Prefix:
-    """``split_prefix`` of the line's message, looking inside JSON-lines records first."""
+    """``split_prefix`` of the line's message, looking inside JSON-lines records first. Remembered for the
+    last lines asked about: the stages after the scan ask about one finding's line several times in a row."""
     return split_prefix(unwrap_json(line))
