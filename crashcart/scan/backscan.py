@@ -63,7 +63,7 @@ def last_hits(
         if not data:
             pos = start
             continue
-        newlines = [i for i, c in enumerate(data) if c == 0x0A] if len(data) < 256 else _newlines(data)
+        newlines = _newlines(data)
         starts = len(newlines) + (0 if data.endswith(b"\n") else 1)
         first = next_line - starts
         seen: set[tuple[int, int]] = set()
