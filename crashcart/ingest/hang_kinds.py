@@ -29,8 +29,17 @@ NOTES: tuple[HangNote, ...] = (
     "NCCL RAS report",
 )
 
+# py-spy src/dump.rs (0.2-0.4): "Process <pid>: <cmdline>", "Python v<version> (<exe>)" (a core dump: no exe), then
+# per thread 'Thread <tid> (<idle|active|active+gil>): "<name>"' (no name when the threading module has none; a core
+# dump prints "(gil)" or no state); py-spy 0.1 (src/main.rs): "<exe>", "Python version <version>", then
+# "Thread 0x<id>[/0x<os id>] (<state>)" and frames indented by a tab and a space
 PYSPY_PROC = re.compile(r"^Process (?P<pid>\d+): (?P<cmd>.*)$")
-PYSPY_THREAD = re.compile(r'^Thread (?P<tid>0x[0-9A-Fa-f]+|\d+) \((?P<state>[a-z]+)\)(?:: "(?P<name>[^"]*)")?\s*$')
+PYSPY_THREAD = re.compile(
+    r"^Thread (?P<tid>0x[0-9A-Fa-f]+(?:/0x[0-9A-Fa-f]+)?|\d+)(?: \((?P<state>idle|active|active\+gil|gil)\))?"
+    r'(?:: "(?P<name>[^"]*)")?\s*$'
+)
+PYSPY_PYTHON = re.compile(r"^Python v\d[^\s(]*(?: \(.*\))?\s*$|^Python version \d\S*\s*$")
+PYSPY_FRAME = re.compile(r"^(?: {3,4}|\t ?)(?P<func>\S.*?) \((?P<file>[^()]*?)(?::(?P<line>\d+))?\)\s*$")
 FH_THREAD = re.compile(
     r"^(?P<current>Current thread|Thread) (?P<tid>0x[0-9a-fA-F]+)(?: \[[^\]]*\])? \(most recent call first\):\s*$"
 )
@@ -68,8 +77,13 @@ def stack_tool(text: str) -> Literal["py-spy", "gdb", "faulthandler"] | None:
     """The tool that wrote a file that *is* a stack dump (a log holding one is a log, read as well)."""
     lines = [split_prefix(ln).rest for ln in text.split("\n")[:40]]
     firsts = [ln for ln in lines if ln.strip()][:3]
-    if any(PYSPY_PROC.match(ln) for ln in firsts) and any(PYSPY_THREAD.match(ln) for ln in lines):
+    threads = [m for ln in lines if (m := PYSPY_THREAD.match(ln)) and (m.group("state") or m.group("name"))]
+    heads = [ln for ln in lines if ln.strip()][:6]
+    if threads and any(PYSPY_PROC.match(ln) or PYSPY_PYTHON.match(ln) for ln in heads):
         return "py-spy"
+    first = PYSPY_THREAD.match(firsts[0]) if firsts else None
+    if first is not None and first.group("state") and len(firsts) > 1 and PYSPY_FRAME.match(firsts[1]):
+        return "py-spy"  # a dump kept from its first thread on
     if any(GDB_THREAD.match(ln) for ln in lines[:10]) and any(GDB_FRAME.match(ln) for ln in lines):
         return "gdb"
     if firsts and FH_THREAD.match(firsts[0]):

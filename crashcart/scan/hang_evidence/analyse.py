@@ -35,8 +35,8 @@ _FH_MARK = b"(most recent call first):"
 # py-spy's dump (src/dump.rs): "Process <pid>: <cmdline>", "Python v<version> (<exe>)", "Thread <tid> (<state>)...": a
 # log that a dump was pasted into (or redirected into) is read for it too (issue 14, plain-log hang evidence)
 _PYSPY_MARK = re.compile(
-    rb"Process \d+: [^\n]*\n(?:[^\n]*: )?Python v\d"
-    rb'|^(?:[^\n]*: )?Thread (?:0x[0-9A-Fa-f]+|\d+) \((?:active|idle|active\+gil)\): "MainThread"',
+    rb"Process \d+: [^\n]*\n(?:[^\n]*: )?Python v\d|^(?:[^\n]*: )?Python version \d"
+    rb'|^(?:[^\n]*: )?Thread (?:0x[0-9A-Fa-f]+|\d+)(?: \((?:active|idle|active\+gil|gil)\))?: "MainThread"',
     re.MULTILINE,
 )
 
@@ -70,7 +70,7 @@ def scan_hang_evidence(bundle: Bundle, ids: IdSource) -> HangScan:
             if _FH_MARK in data or pyspy:
                 lines = [canonical_line(raw, max_line) for raw in data.split(b"\n")]
                 tools = {"faulthandler", "py-spy"} if pyspy else {"faulthandler"}
-                procs.extend(p for p in stacks.parse(bf.path, lines, bf.rank) if p.tool in tools)
+                procs.extend(_on(bf, p) for p in stacks.parse(bf.path, lines, bf.rank) if p.tool in tools)
     verdicts = collectives.analyse(dumps)
     no_dump = _ranks_without_dump(dumps)
     for v in verdicts:
@@ -115,7 +115,7 @@ def _read_one(
         if note == "NCCL RAS report":
             reports.append((bf.path, ras.parse(lines)))
         else:
-            got = stacks.parse(bf.path, lines, bf.rank)
+            got = [_on(bf, p) for p in stacks.parse(bf.path, lines, bf.rank)]
             if not got:
                 raise fr.DumpRefused(f"{note} with no thread in it")
             procs.extend(got)
@@ -123,6 +123,11 @@ def _read_one(
         out.failures.append(SkippedFile(path=bf.path, reason=str(exc)))
     except OSError as exc:
         out.failures.append(SkippedFile(path=bf.path, reason=f"unreadable: {exc.strerror or exc}"))
+
+
+def _on(bf: BundleFile, p: stacks.Process) -> stacks.Process:
+    p.host = p.host or bf.host
+    return p
 
 
 def _ranks_without_dump(dumps: list[fr.Dump]) -> list[int]:
@@ -261,12 +266,32 @@ def _finding(
     )
 
 
-def _stack_ev(ids: IdSource, p: stacks.Process, t: stacks.Thread) -> Evidence:
-    end = t.frames[min(len(t.frames), stacks.FRAMES_CITED) - 1].line if t.frames else t.header
+def _stack_ev(ids: IdSource, p: stacks.Process, t: stacks.Thread, upto: int | None = None) -> list[Evidence]:
+    """The thread's header and innermost frames (through frame ``upto`` when that is near), and the frame ``upto``
+    on its own line when it is deeper (the program's own code under a long library stack)."""
+    last = min(len(t.frames), stacks.FRAMES_CITED) - 1
+    far = None
+    if upto is not None and upto > last:
+        if upto < stacks.FRAMES_SPAN:
+            last = upto
+        else:
+            far = t.frames[upto]
+    end = t.frames[last].line if t.frames else t.header
     text = "\n".join(p.lines[t.header - 1 : end])
-    return Evidence(
-        id=ids.evidence_id(), file=p.path, line=t.header, end_line=end if end > t.header else None, text=text
-    )
+    out = [
+        Evidence(id=ids.evidence_id(), file=p.path, line=t.header, end_line=end if end > t.header else None, text=text)
+    ]
+    if far is not None:
+        out.append(Evidence(id=ids.evidence_id(), file=p.path, line=far.line, text=p.lines[far.line - 1]))
+    return out
+
+
+def _who(p: stacks.Process) -> str:
+    if p.rank is not None:
+        return f"rank {p.rank}"
+    what = [f"local rank {p.local_rank}"] if p.local_rank is not None else []
+    what.append(f"node {p.host}" if p.host else p.path)
+    return f"process {p.pid or '?'} ({', '.join(what)})"
 
 
 def _stack_findings(procs: list[stacks.Process], ids: IdSource) -> list[Finding]:
@@ -284,13 +309,21 @@ def _stack_findings(procs: list[stacks.Process], ids: IdSource) -> list[Finding]
         if got is None:
             continue
         pl, t, _ = got
-        me = f"rank {p.rank}" if p.rank is not None else f"process {p.pid or '?'} ({p.path})"
         verb = "waits in" if pl.collective else "is in"
-        summary = f"{me}'s main thread {verb} {pl.where} ({tool}), while {who_else} wait in {odd.others_place.where}"
-        ev = [_stack_ev(ids, p, t)]
+        summary = (
+            f"{_who(p)}: main thread {verb} {pl.where} ({tool}), while {who_else} wait in {odd.others_place.where}"
+        )
+        ev = _stack_ev(ids, p, t, stacks.own_frame(t))
+        if p.host_line is not None:  # the prompt or prefix that names the node
+            ev.append(Evidence(id=ids.evidence_id(), file=p.path, line=p.host_line, text=p.lines[p.host_line - 1]))
         ref_t = ref.main()
         if ref_t is not None:
-            ev.append(_stack_ev(ids, ref, ref_t))
+            ev.extend(_stack_ev(ids, ref, ref_t)[:1])
+        fields = {"tool": tool, "where": pl.where, "others": ranks_text(others)}
+        if p.pid:
+            fields["pid"] = p.pid
+        if p.local_rank is not None:
+            fields["local_rank"] = str(p.local_rank)
         out.append(
             _finding(
                 ids,
@@ -301,8 +334,9 @@ def _stack_findings(procs: list[stacks.Process], ids: IdSource) -> list[Finding]
                 cls,
                 p.rank,
                 None,
-                {"tool": tool, "where": pl.where, "others": ranks_text(others)},
+                fields,
                 ev,
+                node=p.host,
             )
         )
     return out

@@ -2,18 +2,25 @@
 
 Formats (what the tools print):
 
-- py-spy (``py-spy dump --pid P``, src/dump.rs): ``Process <pid>: <cmdline>``, ``Python v<ver> (<exe>)``, then per
-  thread ``Thread <tid> (<idle|active|gil>): "<name>"`` and one frame per line, innermost first,
-  ``    <function> (<file>:<line>)`` (``--locals`` adds indented ``Arguments:``/``Locals:`` lines);
+- py-spy 0.2-0.4 (``py-spy dump --pid P``, src/dump.rs): ``Process <pid>: <cmdline>``, ``Python v<ver> (<exe>)``,
+  ``Parent Process <pid>: <cmdline>`` for a child (``--subprocesses``), then per thread
+  ``Thread <tid> (<idle|active|active+gil>): "<name>"`` (no name when ``threading`` has none; a core dump prints
+  ``(gil)`` or no state) and one frame per line, innermost first, ``    <function> (<file>:<line>)``, or
+  ``    <function> (<file or shared object>)`` for a frame without a line (``--native``); ``--locals`` adds
+  ``Arguments:``/``Locals:`` lines indented further. py-spy 0.1 (src/main.rs): ``<exe>``, ``Python version <ver>``,
+  ``Thread 0x<id>[/0x<os id>] (<state>)``, frames indented by a tab and a space. Several dumps may share a file (one
+  per ``Process`` header, or a thread name seen twice) or a rank's log;
 - faulthandler (``faulthandler.dump_traceback(all_threads=True)``, a signal handler or ``dump_traceback_later``):
   ``Thread 0x<id> (most recent call first):`` or ``Current thread 0x<id> (most recent call first):``, then
   ``  File "<file>", line <n> in <function>``, innermost first; possibly behind ``[rankN]:`` prefixes in a rank's log;
 - gdb/cuda-gdb (``thread apply all bt``): ``Thread <n> (Thread 0x<addr> (LWP <lwp>) "<name>"):`` then
   ``#<i>  0x<pc> in <function> (<args>) at <file>:<line>`` (or ``#<i>  <function> (...)``).
 
-Each process's main thread is reduced to where it is: in a collective (the first frame that is a c10d/NCCL/gloo
-call) or elsewhere (its innermost frame). Processes are grouped by that place across ranks; when most wait in a
-collective and a few do not, the few are the culprits (TAXONOMY §1 rule 3). Pure but for reading the files.
+Each training rank's main thread is reduced to where it is (``frames``): waiting on its peers (the first frame that
+is a collective, a barrier, an NCCL or GPU synchronisation) or elsewhere (what it is busy with, its innermost frame
+and the innermost frame of the program's own code). Launchers and DataLoader workers take no part in collectives and
+are left out. Ranks are grouped by that place; when most wait on their peers and a few do not, the few are the
+culprits (TAXONOMY §1 rule 3). Pure but for reading the files.
 """
 
 from __future__ import annotations
@@ -24,27 +31,37 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from crashcart.ingest.hang_kinds import FH_THREAD, GDB_FRAME, GDB_THREAD, PYSPY_PROC, PYSPY_THREAD
+from crashcart.ingest.hang_kinds import (
+    FH_THREAD,
+    GDB_FRAME,
+    GDB_THREAD,
+    PYSPY_FRAME,
+    PYSPY_PROC,
+    PYSPY_PYTHON,
+    PYSPY_THREAD,
+)
+from crashcart.scan.hang_evidence import frames
 from crashcart.text.prefix import rank_of_path, split_prefix
 
 MAX_STACK_FILE = 16 * 1024 * 1024
 FRAMES_CITED = 6
+FRAMES_SPAN = 16  # the program's own frame within this many frames is cited in the thread's span
 
 _PYSPY_PROC = PYSPY_PROC
 _PYSPY_THREAD = PYSPY_THREAD
-_PYSPY_FRAME = re.compile(r"^\s{4}(?P<func>\S.*?) \((?P<file>[^()]+?):(?P<line>\d+)\)\s*$")
+_PYSPY_FRAME = PYSPY_FRAME
+_PYSPY_PARENT = re.compile(r"^Parent Process (?P<pid>\d+): ")
+# the shell prompt a dump was pasted under names its node: "user@gpu46:~$ py-spy dump --pid 1234",
+# "[root@node-3 ~]# sudo py-spy dump -p 1234"
+_PROMPT = re.compile(
+    r"(?:^|\s|\[)[\w.-]+@(?P<host>[A-Za-z][\w-]*(?:\.[\w-]+)*)[: ][^$#]*[$#] +(?:sudo +(?:-\S+ +)*)?(?:\S*/)?"
+    r"py-spy +dump\b"
+)
 _FH_THREAD = FH_THREAD
 _FH_STACK = re.compile(r"^Stack \(most recent call first\):\s*$")
 _FH_FRAME = re.compile(r'^\s+File "(?P<file>[^"]+)", line (?P<line>\d+) in (?P<func>\S+)\s*$')
 _GDB_THREAD = GDB_THREAD
 _GDB_FRAME = GDB_FRAME
-_COLLECTIVE = re.compile(
-    r"(?:^|[_.:])(?:all_?reduce|all_?gather\w*|reduce_?scatter\w*|broadcast\w*|barrier|monitored_barrier|all_?to_?all\w*"
-    r"|gather|scatter|send|recv|irecv|isend|batch_isend_irecv|wait)$|^nccl[A-Z]\w*|ProcessGroupNCCL|ProcessGroupGloo"
-    r"|gloo::|c10d::",
-)
-_DIST_FILE = re.compile(r"distributed_c10d\.py|c10d_logger\.py|ProcessGroup\w+\.(?:cpp|hpp)|/gloo/|libnccl")
-
 Tool = str  # "py-spy", "faulthandler", "gdb"
 
 
@@ -72,12 +89,21 @@ class Process:
     pid: str | None
     threads: list[Thread] = field(default_factory=list)
     lines: list[str] = field(default_factory=list, repr=False)  # the file's canonical lines (for citations)
+    cmd: str | None = None  # py-spy's command line
+    parent: str | None = None  # py-spy's "Parent Process" (a child dumped with --subprocesses)
+    local_rank: int | None = None  # --local_rank / --local-rank in the command line
+    host: str | None = None  # the node the dump file belongs to
+    host_line: int | None = None  # the line that names it (a shell prompt), when the file's path does not
+
+    def role(self) -> frames.Role:
+        t = self.main()
+        return frames.role(t.frames if t else [], self.cmd)
 
     def main(self) -> Thread | None:
         named = [t for t in self.threads if t.name == "MainThread" or t.name == "1"]
         if named:
             return named[0]
-        module = [t for t in self.threads if t.frames and t.frames[-1].func == "<module>"]
+        module = [t for t in self.threads if any(f.func == "<module>" for f in t.frames[-3:])]
         if module:
             return module[0]
         return self.threads[0] if self.threads else None
@@ -89,16 +115,40 @@ def parse(path: str, lines: list[str], file_rank: int | None) -> list[Process]:
     cur: Process | None = None
     thread: Thread | None = None
     fallback = file_rank if file_rank is not None else _rank_in_name(path)
+    prompt: tuple[str, int] | None = None
     for n, raw in enumerate(lines, start=1):
         pre = split_prefix(raw)
         ln = pre.rest
         rank = pre.rank if pre.rank is not None else fallback
         if m := _PYSPY_PROC.match(ln):
-            cur = Process(path, "py-spy", _rank_in_cmd(m.group("cmd"), rank), m.group("pid"))
+            cmd = m.group("cmd")
+            cur = Process(path, "py-spy", _rank_in_cmd(cmd, rank), m.group("pid"), cmd=cmd, local_rank=_local(cmd))
+            if pre.host:
+                cur.host, cur.host_line = pre.host, n  # pdsh/clush "<host>: " before each line
+            elif prompt is not None:
+                cur.host, cur.host_line = prompt
+            prompt = None
             procs.append(cur)
             thread = None
             continue
-        if (m := _PYSPY_THREAD.match(ln)) and (cur is None or cur.tool == "py-spy"):
+        if m := _PROMPT.search(raw):
+            prompt = (m.group("host"), n)
+            thread = None
+            continue
+        if PYSPY_PYTHON.match(ln):
+            if ln.startswith("Python version") or cur is None or cur.tool != "py-spy" or cur.threads:
+                cur = Process(path, "py-spy", rank, None)  # py-spy 0.1 names no pid: "<exe>", "Python version <v>"
+                procs.append(cur)
+            thread = None
+            continue
+        if (m := _PYSPY_PARENT.match(ln)) and cur is not None and cur.tool == "py-spy":
+            cur.parent = m.group("pid")
+            continue
+        if (
+            (m := _PYSPY_THREAD.match(ln))
+            and (m.group("state") or m.group("name"))
+            and (cur is None or cur.tool == "py-spy")
+        ):
             name = m.group("name") or m.group("tid")
             if cur is None or any(t.name == name for t in cur.threads):
                 # a dump pasted without its "Process <pid>:" header: each dump lists a thread once
@@ -108,7 +158,10 @@ def parse(path: str, lines: list[str], file_rank: int | None) -> list[Process]:
             cur.threads.append(thread)
             continue
         if (m := _PYSPY_FRAME.match(ln)) and thread is not None and cur is not None and cur.tool == "py-spy":
-            thread.frames.append(Frame(m.group("func"), m.group("file"), n, m.group("line")))
+            thread.frames.append(Frame(m.group("func"), m.group("file"), n, m.group("line") or "?"))
+            continue
+        if cur is not None and cur.tool == "py-spy" and thread is not None and ln.strip() and ln[:1] not in " \t":
+            thread = None  # the dump ended (a separator, the log again): no frame follows
             continue
         if (m := _FH_THREAD.match(ln)) or _FH_STACK.match(ln):
             if cur is None or cur.tool != "faulthandler" or cur.rank != rank or _ends_dump(cur, m):
@@ -163,13 +216,20 @@ def _rank_in_name(path: str) -> int | None:
     return int(m.group(1)) if m else None
 
 
+def _local(cmd: str) -> int | None:
+    """``--local_rank=N`` (torch.distributed.launch, DeepSpeed's launcher) or ``--local-rank N`` in a command line."""
+    m = re.search(r"--local[_-]rank[= ](\d+)\b", cmd)
+    return int(m.group(1)) if m else None
+
+
 def _rank_in_cmd(cmd: str, rank: int | None) -> int | None:
     m = re.search(r"--(?:node_)?rank[= ](\d+)\b", cmd)
     return rank if rank is not None or m is None or "node_rank" in m.group(0) else int(m.group(1))
 
 
 def in_collective(frame: Frame) -> bool:
-    return bool(_COLLECTIVE.search(frame.func) or _DIST_FILE.search(frame.file))
+    """Does the frame wait on the other ranks (``frames.is_wait``)?"""
+    return frames.is_wait(frame)
 
 
 @dataclass(frozen=True)
@@ -177,20 +237,39 @@ class Place:
     """Where a process's main thread is: ``collective`` or not, and the frame that says so."""
 
     collective: bool
-    func: str
-    where: str  # "all_reduce (distributed_c10d.py)"
+    func: str  # what ranks are grouped by: the collective's name, or what the thread is busy with
+    where: str  # "all_reduce (distributed_c10d.py, in train_step)", "get (queue.py:180) (DataLoader fetch), ..."
+    named: bool = False  # ``func`` names a collective (all_reduce, barrier), not a generic wait
 
 
 def place(p: Process) -> tuple[Place, Thread, int] | None:
+    """Where the main thread is, the thread, and the index of the frame that says so."""
     t = p.main()
     if t is None or not t.frames:
         return None
-    for i, fr in enumerate(t.frames):
-        if in_collective(fr):
-            outer = next((f for f in t.frames[i:] if not in_collective(f)), fr)
-            return Place(True, fr.func, f"{fr.func} ({PurePosixPath(outer.file).name}, in {outer.func})"), t, i
-    fr = t.frames[0]
-    return Place(False, fr.func, f"{fr.func} ({PurePosixPath(fr.file).name}:{fr.src})"), t, 0
+    waits = [i for i, fr in enumerate(t.frames) if in_collective(fr)]
+    if waits:
+        py = [i for i in waits if not frames.is_native(t.frames[i])]
+        named = [i for i in py if frames.is_collective_name(t.frames[i].func)]
+        i = (named or py or waits)[0]
+        fr = t.frames[i]
+        outer = next((f for f in t.frames[i:] if not in_collective(f) and not frames.is_native(f)), fr)
+        where = f"{fr.func} ({PurePosixPath(outer.file).name}, in {outer.func})"
+        return Place(True, fr.func.rsplit(".", 1)[-1], where, bool(named)), t, i
+    i = next((k for k, f in enumerate(t.frames) if not frames.is_native(f)), 0)
+    fr = t.frames[i]
+    doing = frames.activity(t.frames)
+    where = (f"{doing} at " if doing else "") + f"{fr.func} ({PurePosixPath(fr.file).name}:{fr.src})"
+    own = own_frame(t)
+    if own is not None and t.frames[own] is not fr:
+        o = t.frames[own]
+        where += f", from {o.func} ({PurePosixPath(o.file).name}:{o.src})"
+    return Place(False, doing or fr.func, where), t, i
+
+
+def own_frame(t: Thread) -> int | None:
+    """The index of the innermost frame of the program's own code (not the standard library, a framework, native)."""
+    return next((i for i, f in enumerate(t.frames) if not frames.is_library(f)), None)
 
 
 @dataclass
@@ -204,23 +283,46 @@ class Odd:
     mismatch: bool
 
 
+def ranks_only(procs: list[Process]) -> list[Process]:
+    """The training processes (no launcher, no DataLoader worker), each once: a process dumped twice counts as its
+    last dump."""
+    last: dict[tuple[int | None, str, str], Process] = {}
+    out: list[Process] = []
+    for p in procs:
+        if p.role() != "rank":
+            continue
+        if p.pid is None:
+            out.append(p)
+            continue
+        key = (p.rank, p.host or str(PurePosixPath(p.path).parent), p.pid)
+        if key in last:
+            out.remove(last[key])
+        last[key] = p
+        out.append(p)
+    return out
+
+
 def odd_ones(procs: list[Process]) -> Odd | None:
     """Processes whose main thread is not where the majority's is; None when nothing stands out."""
-    placed = [(p, pl[0]) for p in procs if (pl := place(p)) is not None]
+    placed = [(p, pl[0]) for p in ranks_only(procs) if (pl := place(p)) is not None]
     if len(placed) < 2:
         return None
     waiting = [(p, pl) for p, pl in placed if pl.collective]
     elsewhere = [(p, pl) for p, pl in placed if not pl.collective]
-    if waiting and elsewhere and len(elsewhere) <= len(waiting):
+    if waiting and elsewhere:
+        if len(elsewhere) > len(waiting):
+            return None  # most are busy elsewhere: the job was running, or nothing stands out
         return Odd([p for p, _ in elsewhere], [p for p, _ in waiting], elsewhere[0][1], _common(waiting), False)
-    if len(placed) >= 3:  # no collective frame to go by (DDP waits inside autograd): the majority's place
+    if len(placed) >= 3:  # no collective frame to go by (DDP waits inside autograd), or all in one: the majority
         counts = Counter(pl.func for _, pl in placed)
         if len(counts) >= 2:
             (major, n), (_, m) = counts.most_common(2)
             if n > m and n * 2 > len(placed):
                 odd = [(p, pl) for p, pl in placed if pl.func != major]
                 rest = [(p, pl) for p, pl in placed if pl.func == major]
-                both = all(pl.collective for _, pl in placed)
+                both = all(pl.named for _, pl in placed)  # two named collectives: a mismatch
+                if all(pl.collective for _, pl in placed) and not both:
+                    return None  # one waits in all_reduce, another in Work.wait: the same wait, seen twice
                 return Odd([p for p, _ in odd], [p for p, _ in rest], odd[0][1], rest[0][1], both)
     return None
 

@@ -1,0 +1,252 @@
+"""py-spy dumps of hung jobs (issue 14, capabilities 5-6): the rank that is not where the others are.
+
+Every dump here is written in the format py-spy's own source prints (benfred/py-spy): src/dump.rs of v0.2-v0.4
+(``Process <pid>: <cmdline>``, ``Python v<ver> (<exe>)``, ``Parent Process ...`` for ``--subprocesses``, threads
+``Thread <tid> (<idle|active|active+gil>): "<name>"``, frames ``    <func> (<file>:<line>)`` or, for a native frame
+without a line (``--native``), ``    <func> (<shared object>)``; ``--locals`` adds ``Arguments:``/``Locals:`` lines),
+src/coredump.rs (v0.3.12+: ``Thread <tid> (gil): "<name>"`` or no state) and src/main.rs of v0.1.11 (``<exe>``,
+``Python version <ver>``, ``Thread 0x<id>/0x<os id> (<state>)``, frames after a tab and a space). The frames are
+those of torch/utils/data/dataloader.py, threading.py, queue.py, torch/distributed/distributed_c10d.py,
+deepspeed/comm/torch.py, torch/distributed/elastic/agent/server/api.py and torch/utils/data/_utils/worker.py.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from crashcart.ingest.bundle import open_bundle
+from crashcart.ingest.hang_kinds import stack_tool
+from crashcart.scan.findings import IdSource
+from crashcart.scan.hang_evidence import frames, scan_hang_evidence, stacks
+from crashcart.scan.hang_evidence.stacks import Frame
+from crashcart.settings import Settings
+from crashcart.verify import check
+from tests.kit import run_files
+
+WAIT = [
+    ("wait", "torch/distributed/distributed_c10d.py", 1402),
+    ("all_reduce", "torch/distributed/distributed_c10d.py", 2050),
+    ("all_reduce", "deepspeed/comm/torch.py", 117),
+    ("train_step", "pretrain.py", 88),
+    ("<module>", "pretrain.py", 120),
+]
+FETCH = [
+    ("wait", "threading.py", 324),
+    ("get", "queue.py", 180),
+    ("_try_get_data", "torch/utils/data/dataloader.py", 1133),
+    ("_get_data", "torch/utils/data/dataloader.py", 1294),
+    ("_next_data", "torch/utils/data/dataloader.py", 1332),
+    ("__next__", "torch/utils/data/dataloader.py", 628),
+    ("train_step", "pretrain.py", 80),
+    ("<module>", "pretrain.py", 120),
+]
+
+
+def dump(pid: int, main: list[tuple[str, str, int]], state: str = "idle", cmd: str = "", parent: int = 0) -> str:
+    """One ``py-spy dump --pid`` (src/dump.rs, v0.2-v0.4)."""
+    out = [f"Process {pid}: /usr/bin/python3 -u pretrain.py {cmd}".rstrip(), "Python v3.10.12 (/usr/bin/python3.10)"]
+    if parent:
+        out.append(f"Parent Process {parent}: /usr/bin/python3 /usr/local/bin/torchrun --nproc_per_node 2 pretrain.py")
+    out += ["", f'Thread {pid} ({state}): "MainThread"']
+    out += [f"    {func} ({file}:{line})" for func, file, line in main]
+    out += [f'Thread {pid + 80} (idle): "Thread-2 (_pin_memory_loop)"', "    wait (threading.py:320)"]
+    return "\n".join(out) + "\n"
+
+
+def findings(tmp_path: Path, files: dict[str, str]):  # type: ignore[no-untyped-def]
+    root = tmp_path / "b"
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    settings = Settings(_env_file=None)
+    b = open_bundle(root, tmp_path / "w", settings.bundle_limits)
+    try:
+        found = scan_hang_evidence(b, IdSource()).findings
+        for f in found:
+            assert all(check(e.id, {e.id: e}, b).status == "ok" for e in f.evidence)
+        return found
+    finally:
+        b.close()
+
+
+def test_a_main_thread_holding_the_gil_in_a_dataloader_fetch_on_one_node(tmp_path: Path) -> None:
+    # py-spy 0.4: two nodes' dump files, two processes each; the stuck one holds the GIL ("active+gil")
+    files = {
+        "node1/py-spy.txt": dump(4100, WAIT, cmd="--local_rank=0")
+        + "\n"
+        + dump(4101, FETCH, "active+gil", "--local_rank=1"),
+        "node2/py-spy.txt": dump(5100, WAIT, cmd="--local_rank=0") + "\n" + dump(5101, WAIT, cmd="--local_rank=1"),
+    }
+    (f,) = findings(tmp_path, files)
+    assert f.class_id == "rank_hang_or_missing_rank" and f.node == "node1" and f.fields["pid"] == "4101"
+    assert f.fields["local_rank"] == "1"
+    assert "DataLoader fetch" in f.summary and "from train_step (pretrain.py:80)" in f.summary
+    assert "3 other processes wait in all_reduce" in f.summary
+    span = f.evidence[0]
+    assert span.text.startswith('Thread 4101 (active+gil): "MainThread"')
+    assert "    train_step (pretrain.py:80)" in span.text.splitlines()  # the program's own frame is cited
+
+
+def test_the_diagnosis_names_the_node_and_cites_the_stuck_frames(tmp_path: Path, settings: Settings) -> None:
+    files = {
+        "node1/py-spy.txt": dump(4100, WAIT) + "\n" + dump(4101, FETCH, "active+gil"),
+        "node2/py-spy.txt": dump(5100, WAIT) + "\n" + dump(5101, WAIT),
+    }
+    out = run_files(tmp_path / "b", files, settings)
+    rc = out.document.root_cause
+    assert rc.class_ == "rank_hang_or_missing_rank" and rc.culprit.node == "node1"
+    assert any(c.file == "node1/py-spy.txt" and c.verified and "_try_get_data" in c.text for c in rc.citations)
+
+
+def test_py_spy_0_1_format(tmp_path: Path) -> None:
+    # py-spy v0.1.11 src/main.rs: println!("{}\nPython version {}", exe, version); "Thread {:#X}/{:#X} ({})";
+    # frames "\t {} ({}:{})"; no process id, no thread names
+    def old(tid: str, main: list[tuple[str, str, int]], state: str) -> str:
+        body = "\n".join(f"\t {func} ({file}:{line})" for func, file, line in main)
+        return f"/usr/bin/python3.6\nPython version 3.6.9\nThread {tid} ({state})\n{body}\n"
+
+    text = old("0x7F3A2E1B4740/0x1A2B", WAIT, "idle") + old("0x7F3A2E1B4741/0x1A2C", FETCH, "active")
+    text += old("0x7F3A2E1B4742/0x1A2D", WAIT, "idle")
+    assert stack_tool(text) == "py-spy"
+    procs = stacks.parse("dump.txt", text.splitlines(), None)
+    assert len(procs) == 3 and all(p.main() is not None for p in procs)
+    odd = stacks.odd_ones(procs)
+    assert odd is not None and len(odd.culprits) == 1
+    assert odd.culprits[0].threads[0].name == "0x7F3A2E1B4741/0x1A2C"
+
+
+def test_native_frames_without_lines(tmp_path: Path) -> None:
+    # py-spy --native: a frame without a line is printed "    <func> (<file or shared object>)" (dump.rs)
+    native_wait = [
+        ("__futex_abstimed_wait_common64", "/usr/lib/x86_64-linux-gnu/libc.so.6", 0),
+        ("c10d::ProcessGroupNCCL::WorkNCCL::synchronizeInternal", "/opt/torch/lib/libtorch_cuda.so", 0),
+        *WAIT,
+    ]
+    native_recv = [
+        ("__libc_recv", "/usr/lib/x86_64-linux-gnu/libc.so.6", 0),
+        ("0x7f3a2e1b4740", "/usr/lib/python3.10/lib-dynload/_multiprocessing.so", 0),
+        ("_recv", "multiprocessing/connection.py", 384),
+        ("_recv_bytes", "multiprocessing/connection.py", 419),
+        ("recv", "multiprocessing/connection.py", 250),
+        ("evaluate", "pretrain.py", 51),
+        ("<module>", "pretrain.py", 120),
+    ]
+
+    def nat(pid: int, main: list[tuple[str, str, int]]) -> str:
+        rows = [f"    {fn} ({fl}:{ln})" if ln else f"    {fn} ({fl})" for fn, fl, ln in main]
+        return (
+            "\n".join(
+                [
+                    f"Process {pid}: python pretrain.py",
+                    "Python v3.10.12 (/usr/bin/python3.10)",
+                    "",
+                    f'Thread {pid} (idle): "MainThread"',
+                    *rows,
+                ]
+            )
+            + "\n"
+        )
+
+    text = nat(1, native_wait) + nat(2, native_recv) + nat(3, native_wait)
+    procs = stacks.parse("dump.txt", text.splitlines(), None)
+    assert [len(p.threads[0].frames) for p in procs] == [7, 7, 7]
+    odd = stacks.odd_ones(procs)
+    assert odd is not None and [p.pid for p in odd.culprits] == ["2"]
+    assert odd.culprit_place.where.startswith(
+        "waiting on another process (multiprocessing) at _recv (connection.py:384)"
+    )
+    assert odd.culprit_place.where.endswith("from evaluate (pretrain.py:51)")
+
+
+def test_launchers_and_dataloader_workers_are_not_compared(tmp_path: Path) -> None:
+    # py-spy dump --subprocesses --pid <torchrun>: the elastic agent, its workers, and their DataLoader workers
+    agent = [
+        ("_invoke_run", "torch/distributed/elastic/agent/server/api.py", 835),
+        ("run", "torch/distributed/elastic/agent/server/api.py", 680),
+        ("main", "torch/distributed/run.py", 806),
+        ("<module>", "torchrun", 8),
+    ]
+    worker = [
+        ("get", "multiprocessing/queues.py", 113),
+        ("_worker_loop", "torch/utils/data/_utils/worker.py", 275),
+        ("run", "multiprocessing/process.py", 108),
+        ("_bootstrap", "multiprocessing/process.py", 314),
+    ]
+    sep = "\n" + "-" * 80 + "\n"
+    text = dump(100, agent).replace("pretrain.py", "/usr/local/bin/torchrun --nproc_per_node 3 pretrain.py", 1)
+    text += sep + dump(101, WAIT, parent=100) + sep + dump(102, FETCH, parent=100) + sep + dump(103, WAIT, parent=100)
+    for w in range(4):
+        text += sep + dump(200 + w, worker, parent=101 + w % 3)
+    procs = stacks.parse("py-spy.txt", text.splitlines(), None)
+    assert [p.role() for p in procs].count("rank") == 3
+    assert procs[0].role() == "launcher" and procs[-1].role() == "dataloader_worker" and procs[1].parent == "100"
+    odd = stacks.odd_ones(procs)
+    assert odd is not None and [p.pid for p in odd.culprits] == ["102"] and len(odd.others) == 2
+
+
+@pytest.mark.parametrize(
+    ("frame", "waits"),
+    [
+        (Frame("Condition.wait", "threading.py", 1), False),  # queue.get's wait, not a collective's
+        (Frame("recv", "multiprocessing/connection.py", 1), False),
+        (Frame("wait", "torch/distributed/distributed_c10d.py", 1), True),
+        (Frame("barrier", "torch/distributed/distributed_c10d.py", 1), True),
+        (Frame("all_reduce", "deepspeed/comm/comm.py", 1), True),
+        (Frame("_communicate", "megatron/core/pipeline_parallel/p2p_communication.py", 1), True),
+        (Frame("synchronize", "horovod/torch/mpi_ops.py", 1), True),
+        (Frame("synchronize", "torch/cuda/__init__.py", 1), True),
+        (Frame("ncclGroupEnd", "/usr/lib/x86_64-linux-gnu/libnccl.so.2", 1), True),
+        (
+            Frame(
+                "record.<locals>.wrap.<locals>.wrapper",
+                "torch/distributed/elastic/multiprocessing/errors/__init__.py",
+                1,
+            ),
+            False,
+        ),
+    ],
+    ids=lambda v: v.func if isinstance(v, Frame) else str(v),
+)
+def test_what_waits_on_the_peers(frame: Frame, waits: bool) -> None:
+    assert frames.is_wait(frame) is waits
+
+
+def test_locals_core_dump_states_and_a_repeated_dump(tmp_path: Path) -> None:
+    # --locals (dump.rs): "        Arguments:" / "            <name>: <repr>" under a frame; a core dump (coredump.rs)
+    # prints "(gil)" or no state; the same pid dumped twice counts once (its last dump)
+    with_locals = dump(7, WAIT).replace(
+        "    train_step (pretrain.py:88)\n",
+        "    train_step (pretrain.py:88)\n        Arguments:\n            batch: <dict at 0x7f00>\n"
+        "        Locals:\n            loss (x.py:1): <Tensor at 0x7f01>\n",
+    )
+    core = dump(8, FETCH).replace("Thread 8 (idle)", "Thread 8 (gil)")
+    bare = dump(9, WAIT).replace("Thread 9 (idle)", "Thread 9")
+    again = dump(8, FETCH)
+    procs = stacks.parse("dumps.txt", (with_locals + core + bare + again).splitlines(), None)
+    assert len(procs[0].main().frames) == len(WAIT)  # type: ignore[union-attr]
+    ranks = stacks.ranks_only(procs)
+    assert [p.pid for p in ranks] == ["7", "9", "8"]
+    odd = stacks.odd_ones(procs)
+    assert odd is not None and [p.pid for p in odd.culprits] == ["8"]
+
+
+def test_a_shell_prompt_names_the_node_of_a_pasted_dump(tmp_path: Path) -> None:
+    text = "user@gpu46:~$ py-spy dump --pid 4101\n" + dump(4101, FETCH, "active+gil")
+    text += "user@gpu47:~$ sudo py-spy dump --pid 5100\n" + dump(5100, WAIT)
+    text += "user@gpu47:~$ sudo py-spy dump --pid 5101\n" + dump(5101, WAIT)
+    (f,) = findings(tmp_path, {"issue-comment.txt": text})
+    assert f.node == "gpu46"
+    assert any(e.text == "user@gpu46:~$ py-spy dump --pid 4101" for e in f.evidence)
+
+
+def test_when_most_are_elsewhere_or_all_wait_nobody_is_named() -> None:
+    busy = stacks.parse("a.txt", (dump(1, FETCH) + dump(2, FETCH) + dump(3, WAIT)).splitlines(), None)
+    assert stacks.odd_ones(busy) is None
+    same = stacks.parse("b.txt", (dump(1, WAIT) + dump(2, WAIT) + dump(3, WAIT)).splitlines(), None)
+    assert stacks.odd_ones(same) is None
+    other = [("broadcast", "torch/distributed/distributed_c10d.py", 1900), *WAIT[3:]]
+    desync = stacks.parse("c.txt", (dump(1, WAIT) + dump(2, other) + dump(3, WAIT)).splitlines(), None)
+    odd = stacks.odd_ones(desync)
+    assert odd is not None and odd.mismatch and [p.pid for p in odd.culprits] == ["2"]
