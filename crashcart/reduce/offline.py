@@ -29,6 +29,7 @@ from crashcart.reduce.hangs import (
     waits,
 )
 from crashcart.reduce.host import host_suspects, stale_gpu_memory, switch_endpoint
+from crashcart.reduce.memory import killed_work, named_nodes
 from crashcart.reduce.smells import (
     CONNECT_CLASSES,
     SMELL_SCORE,
@@ -81,6 +82,8 @@ def _decide(groups: list[Group], findings: list[Finding], topo: Topology, last: 
     hardware_first(cands)
     switch_endpoint(cands, findings)  # an NVSwitch fault one GPU reports its side of (reduce/host.py)
     host_suspects(cands, findings, topo)  # several programs failing on one host point at the host
+    named_nodes(cands)  # a memory killer's line names its node by address (reduce/memory.py)
+    killed_work(cands)  # the killed work's own error is the memory kill seen from its side
     cands.sort(  # a tie without clocks: the cause is printed before its effects in the same file
         key=lambda c: (
             -c.score,
