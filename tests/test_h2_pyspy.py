@@ -250,3 +250,17 @@ def test_when_most_are_elsewhere_or_all_wait_nobody_is_named() -> None:
     desync = stacks.parse("c.txt", (dump(1, WAIT) + dump(2, other) + dump(3, WAIT)).splitlines(), None)
     odd = stacks.odd_ones(desync)
     assert odd is not None and odd.mismatch and [p.pid for p in odd.culprits] == ["2"]
+
+
+def test_every_rank_blocked_in_a_dataloader_fetch_is_where_the_job_hangs(tmp_path: Path, settings: Settings) -> None:
+    # no rank waits in a collective: all four wait on their DataLoader's queue (dataloader.py _try_get_data)
+    files = {f"stacks/py-spy-rank{r}.txt": dump(300 + r, FETCH) for r in range(4)}
+    (f,) = findings(tmp_path, files)
+    assert f.signature == "hang.stack.all_stuck" and f.rank is None
+    assert "ranks 0-3" in f.summary and "DataLoader fetch" in f.summary
+    out = run_files(tmp_path / "c", files, settings)
+    assert out.document.root_cause.class_ == "rank_hang_or_missing_rank"
+    # ... but ranks that compute (no blocking wait) say nothing
+    busy = [("forward", "model.py", 40), ("train_step", "pretrain.py", 77), ("<module>", "pretrain.py", 120)]
+    procs = stacks.parse("d.txt", (dump(1, busy) + dump(2, busy)).splitlines(), None)
+    assert stacks.all_stuck(procs) is None

@@ -21,7 +21,10 @@ SCORES = {
     "hang.fr.straggler": 76.0,
     "hang.fr.missing": 75.0,
     "hang.fr.not_started": 74.0,
+    "hang.horovod.mismatch": 78.0,
+    "hang.horovod.missing": 72.0,
     "hang.stack.minority": 70.0,
+    "hang.stack.all_stuck": 58.0,  # every rank in one blocking wait: where the job hangs, nobody singled out
     "hang.ras.missing": 66.0,
     "hang.ras.behind": 65.0,
     "hang.ras.dead": 64.0,

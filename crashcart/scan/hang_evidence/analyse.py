@@ -9,7 +9,9 @@ scan's id source. Output: ``HangScan`` (findings, files refused with a reason, n
 - ``hang.fr.consistent`` (context): a process group where every rank stopped at the same collective;
 - ``hang.fr.stop`` (context): where each rank stopped in each PG (its last entry), for the timeline;
 - ``hang.stack.minority``: the process whose main thread is not where the others' are;
-- ``hang.ras.dead`` / ``hang.ras.missing`` / ``hang.ras.behind``: what an NCCL RAS report says.
+- ``hang.stack.all_stuck``: every rank blocked in the same wait outside any collective (a DataLoader fetch, a lock);
+- ``hang.ras.dead`` / ``hang.ras.missing`` / ``hang.ras.behind``: what an NCCL RAS report says;
+- ``hang.horovod.missing`` / ``hang.horovod.mismatch``: Horovod's stall inspector in a rank's log (``horovod``).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from crashcart.ingest.bundle import Bundle, canonical_line
 from crashcart.ingest.hang_kinds import flight_recorder_form
 from crashcart.models import BundleFile, Evidence, Finding, Role, Severity, SkippedFile
 from crashcart.scan.findings import IdSource
-from crashcart.scan.hang_evidence import collectives, fr, ras, stacks
+from crashcart.scan.hang_evidence import collectives, fr, horovod, ras, stacks
 from crashcart.scan.hang_evidence.collectives import KIND_CLASS, Verdict, ranks_text
 
 HANG_KIND = "hang_evidence"
@@ -56,6 +58,7 @@ def scan_hang_evidence(bundle: Bundle, ids: IdSource) -> HangScan:
     reports: list[tuple[str, ras.RasReport]] = []
     max_line = bundle.limits.max_line_bytes
     budget = MAX_LOG_TOTAL
+    stalls: list[tuple[str, list[str], horovod.Stall]] = []
     for bf in sorted(bundle.files, key=lambda f: f.path):
         phys = bundle.physical(bf.path)
         if phys is None:
@@ -67,10 +70,14 @@ def scan_hang_evidence(bundle: Bundle, ids: IdSource) -> HangScan:
             data = phys.read_bytes()
             # literal tests first: the regex runs at a tenth of their speed, over every small log
             pyspy = (b"Python v" in data or b'"MainThread"' in data) and _PYSPY_MARK.search(data) is not None
+            lines = None
             if _FH_MARK in data or pyspy:
                 lines = [canonical_line(raw, max_line) for raw in data.split(b"\n")]
                 tools = {"faulthandler", "py-spy"} if pyspy else {"faulthandler"}
                 procs.extend(_on(bf, p) for p in stacks.parse(bf.path, lines, bf.rank) if p.tool in tools)
+            if horovod.MARK in data:
+                lines = lines or [canonical_line(raw, max_line) for raw in data.split(b"\n")]
+                stalls.extend((bf.path, lines, st) for st in horovod.parse(lines)[-1:])  # it repeats: the last
     verdicts = collectives.analyse(dumps)
     no_dump = _ranks_without_dump(dumps)
     for v in verdicts:
@@ -78,6 +85,8 @@ def scan_hang_evidence(bundle: Bundle, ids: IdSource) -> HangScan:
     out.findings.extend(_stack_findings(procs, ids))
     for path, rep in reports:
         out.findings.extend(_ras_findings(path, rep, ids, max_line, bundle))
+    ranks = [bf.rank for bf in bundle.files if bf.rank is not None]
+    out.findings.extend(horovod.findings(stalls, ids, max(ranks) + 1 if ranks else None))
     if no_dump:
         for d in dumps[:1]:
             out.notes[d.path] = (
@@ -297,7 +306,7 @@ def _who(p: stacks.Process) -> str:
 def _stack_findings(procs: list[stacks.Process], ids: IdSource) -> list[Finding]:
     odd = stacks.odd_ones(procs)
     if odd is None:
-        return []
+        return _all_stuck(procs, ids)
     out: list[Finding] = []
     others = sorted({p.rank for p in odd.others if p.rank is not None})
     who_else = f"ranks {ranks_text(others)}" if others else f"{len(odd.others)} other processes"
@@ -340,6 +349,41 @@ def _stack_findings(procs: list[stacks.Process], ids: IdSource) -> list[Finding]
             )
         )
     return out
+
+
+def _all_stuck(procs: list[stacks.Process], ids: IdSource) -> list[Finding]:
+    got = stacks.all_stuck(procs)
+    if got is None:
+        return []
+    pl, stuck = got
+    first = stacks.place(stuck[0])
+    if first is None:
+        return []
+    _, t, _ = first
+    ranks = sorted({p.rank for p in stuck if p.rank is not None})
+    who = f"ranks {ranks_text(ranks)}" if len(ranks) == len(stuck) else f"all {len(stuck)} processes"
+    summary = (
+        f"{who} are blocked in the same place outside any collective, none waits for a peer: {pl.where} "
+        f"({stuck[0].tool}); the job hangs there on every rank"
+    )
+    ev = _stack_ev(ids, stuck[0], t, stacks.own_frame(t))
+    fields = {"tool": stuck[0].tool, "where": pl.where, "processes": str(len(stuck))}
+    node = stuck[0].host if len({p.host for p in stuck}) == 1 else None
+    return [
+        _finding(
+            ids,
+            summary,
+            "root_candidate",
+            "P1",
+            "hang.stack.all_stuck",
+            "rank_hang_or_missing_rank",
+            None,
+            None,
+            fields,
+            ev,
+            node=node,
+        )
+    ]
 
 
 def _ras_findings(path: str, rep: ras.RasReport, ids: IdSource, max_line: int, bundle: Bundle) -> list[Finding]:

@@ -327,6 +327,31 @@ def odd_ones(procs: list[Process]) -> Odd | None:
     return None
 
 
+# what a whole job may be stuck in when no rank waits in a collective (a blocking wait, not computation)
+BLOCKING = frozenset(
+    {
+        "DataLoader fetch",
+        "lock or condition wait",
+        "waiting on another process (multiprocessing)",
+        "file I/O",
+        "network I/O",
+        "waiting on a subprocess",
+    }
+)
+
+
+def all_stuck(procs: list[Process]) -> tuple[Place, list[Process]] | None:
+    """Every rank (two or more) blocked in the same kind of wait outside any collective (a DataLoader fetch, a
+    lock): the job hangs there, on every rank at once; None otherwise."""
+    placed = [(p, pl[0]) for p in ranks_only(procs) if (pl := place(p)) is not None]
+    if len(placed) < 2 or any(pl.collective for _, pl in placed):
+        return None
+    kinds = {pl.func for _, pl in placed}
+    if len(kinds) != 1 or not kinds <= BLOCKING:
+        return None
+    return placed[0][1], [p for p, _ in placed]
+
+
 def _common(items: list[tuple[Process, Place]]) -> Place:
     return Counter(pl for _, pl in items).most_common(1)[0][0]
 
