@@ -29,10 +29,7 @@ V021 = (
     "3: [DistributedAdam_Allreduce/cond_12/HorovodAllreduce_gradients_dense_1_MatMul_grad_MatMul_1_0]\n"
     'One or more rank (marked by "!") is stalled for longer than 120 seconds. Will shutdown.\n'
 )
-V017 = (
-    PREFIX.replace("W ", "W ") + SENTENCE + "\nStalled ranks:\n"
-    "1: [allreduce.fc2.weight, allreduce.fc2.bias]\n"
-)
+V017 = PREFIX.replace("W ", "W ") + SENTENCE + "\nStalled ranks:\n1: [allreduce.fc2.weight, allreduce.fc2.bias]\n"
 V016 = (
     "[2019-03-02 08:00:01.000001: W horovod/common/operations.cc:1670] " + SENTENCE + "\n"
     "Stalled ops:allreduce.conv1.weight [missing ranks: 1, 3]\n"
@@ -85,3 +82,17 @@ def test_the_diagnosis_names_the_rank_that_never_submitted(tmp_path: Path, setti
     rc = out.document.root_cause
     assert rc.class_ == "rank_hang_or_missing_rank" and rc.culprit.rank == 2
     assert any(c.file == "horovod-rank0.log" and c.line == 2 and c.verified for c in rc.citations)
+
+
+def test_issue_457_layout_and_a_stall_the_log_ran_on_after() -> None:
+    # horovod/horovod#457 (v0.13): "Stalled ops:" alone on its line, one "<tensor> [missing ranks: N]" per line
+    text = (
+        "WARNING: " + SENTENCE.rstrip() + "\nStalled ops:\n"
+        "v0/tower_0/HorovodAllreduce_v0_tower_0_gradients_AddN_37_0 [missing ranks: 815]\n"
+        "v0/tower_0/HorovodAllreduce_v0_tower_0_gradients_AddN_44_0 [missing ranks: 815]\n"
+    )
+    (st,) = stalls(text)
+    assert st.end == 4 and st.missing_ranks(None) == [815]
+    lines = (text + "".join(f"step {i} loss 1.0\n" for i in range(horovod.PASSED_AFTER + 1))).splitlines()
+    (f,) = horovod.findings([("train.log", lines, horovod.parse(lines)[0])], IdSource(), None)
+    assert f.role == "context"  # it passed: Horovod's "recoverable stall"

@@ -41,6 +41,9 @@ _LIST_HEAD = re.compile(r"^\s*(?:Stalled|Missing) ranks:\s*$")
 _SHUTDOWN = re.compile(r'One or more rank \(marked by "!"\) is stalled for longer than (?P<seconds>\d+) seconds')
 _LOOK = 64  # rank lines after the sentence
 MAX_CULPRITS = 8
+# a stall the log runs on long after is one that passed (Horovod repeats the warning every check while stalled,
+# and a maintainer's "recoverable stall": one rank doing a full validation): context, not a root
+PASSED_AFTER = 200
 
 
 @dataclass
@@ -155,6 +158,11 @@ def findings(stalls: list[tuple[str, list[str], Stall]], ids: IdSource, world: i
         if tensors:
             fields["tensors"] = ", ".join(tensors[:6])
         span = (path, st.line, st.end if st.end > st.line else None, text)
+        after = sum(1 for ln in lines[st.end :] if ln.strip())
+        if after > PASSED_AFTER:
+            summary = f"Horovod reported a stall of more than {st.seconds} s, and the log ran on after it"
+            out.append(_finding(ids, "passed", summary, None, fields, span))
+            continue
         if st.mismatch():
             summary = (
                 f"Horovod: ranks submitted different tensors for more than {st.seconds} s (each is missing one "
@@ -189,8 +197,8 @@ def _finding(
         id=ids.finding(),
         class_id="collective_mismatch_desync" if kind == "mismatch" else "rank_hang_or_missing_rank",
         signature=f"hang.horovod.{kind}",
-        role="root_candidate",
-        severity="P2" if kind == "mismatch" else "P1",
+        role="context" if kind == "passed" else "root_candidate",
+        severity="info" if kind == "passed" else "P2" if kind == "mismatch" else "P1",
         summary=summary,
         rank=rank,
         fields=fields,
