@@ -9,8 +9,6 @@ from __future__ import annotations
 import argparse
 from collections.abc import Awaitable, Callable
 
-import aiohttp
-
 from bot.settings import BotSettings, SlackSettings
 from crashcart.plugins import Check
 from crashcart.settings import Settings
@@ -44,6 +42,8 @@ plugin = BotPlugin()
 
 async def check_slack(slack: SlackSettings) -> Check:
     """``auth.test`` with the bot token (never shown)."""
+    import aiohttp  # here, not at the top: every ``crashcart`` command loads this plugin, few need HTTP
+
     token = slack.bot_token
     if token is None:
         return Check("slack", "skip", "SLACK_BOT_TOKEN is not set")

@@ -26,6 +26,17 @@ def test_core_never_imports_slack_or_bot() -> None:
     assert subprocess.run([sys.executable, "-c", code], capture_output=True).returncode == 0
 
 
+def test_loading_plugins_imports_no_http_client() -> None:
+    """Every ``crashcart`` command loads the plugins; aiohttp alone took 0.2 s of an offline diagnose."""
+    code = (
+        "import sys; from crashcart.plugins import load_plugins; found = load_plugins();"
+        "bad=[m for m in sys.modules if m.split('.')[0] in {'aiohttp','slack_bolt','slack_sdk','openai'}];"
+        "print(len(found), bad); raise SystemExit(1 if bad or not found else 0)"
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert run.returncode == 0, run.stdout + run.stderr
+
+
 CORE = Path(crashcart.__file__).resolve().parent
 
 
