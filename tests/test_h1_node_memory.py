@@ -256,3 +256,57 @@ def test_user_space_memory_killers_explain_a_sigkilled_worker(tmp_path: Path, se
     }
     out = run_files(tmp_path / "b", files, settings)
     assert out.document.root_cause.class_ == "host_oom_kill"
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # mej/nhc 1.4.x nhc die(): log "ERROR:  $NAME:  Health check failed:  $*", syslog "Health check failed:  $*"
+        "ERROR:  nhc:  Health check failed:  check_fs_mount:  /scratch not mounted",
+        "Jun  2 10:11:12 gpu07 nhc[4411]: Health check failed:  check_hw_gpu:  Expected 8 GPUs, found 7",
+        # helpers/node-mark-offline: "$0:  Marking $STATUS $HOSTNAME offline:  $LEADER $NOTE"
+        "/usr/libexec/nhc/node-mark-offline:  Marking idle gpu07 offline:  NHC: check_hw_gpu:  Expected 8 GPUs, found 7",
+    ],
+)
+def test_a_failed_node_health_check_is_a_node_failure(line: str) -> None:
+    got = winner(line)
+    assert got is not None and got[1] == "slurm_node_failure", got
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # CPython Lib/concurrent/futures/process.py (3.3-3.13) and joblib's loky process_executor.py
+        "concurrent.futures.process.BrokenProcessPool: A process in the process pool was terminated abruptly while the future was running or pending.",
+        "joblib.externals.loky.process_executor.TerminatedWorkerError: A worker process managed by the executor was unexpectedly terminated. This could be caused by a segmentation fault while calling the function or by an excessive memory usage causing the Operating System to kill the worker.",
+    ],
+)  # fmt: skip
+def test_a_process_pool_whose_worker_died_is_the_kernel_kill_seen_from_the_pool(
+    tmp_path: Path, settings: Settings, line: str
+) -> None:
+    files = {
+        "train.log": "Traceback (most recent call last):\n"
+        '  File "/usr/lib/python3.10/concurrent/futures/process.py", line 246, in _process_worker\n'
+        f"{line}\n",
+        "kern.log": "Mar  4 10:11:58 gpu7 kernel: [88123.4] Out of memory: Killed process 28113 (python) "
+        "total-vm:41234567kB, anon-rss:38123456kB, file-rss:0kB, shmem-rss:0kB, UID:1000 pgtables:80000kB\n",
+    }
+    out = run_files(tmp_path / "b", files, settings)
+    assert out.document.root_cause.class_ == "host_oom_kill"
+    assert out.document.root_cause.culprit.node == "gpu7"
+
+
+def test_a_ray_worker_the_kernel_killed_is_linked_by_its_pid() -> None:
+    # src/ray/raylet/node_manager.cc (2.x) DisconnectClient: "... Worker IP address: %s Worker port: %d Worker PID:
+    # %d Worker exit type: SYSTEM_ERROR ..."; kernel mm/oom_kill.c names the same pid
+    died = (
+        "(raylet) A worker died or was killed while executing a task by an unexpected system error. To troubleshoot "
+        "the problem, check the logs for the dead worker. RayTask ID: ffff Worker ID: 1efd Node ID: 0d73 Worker IP "
+        "address: 10.80.8.181 Worker port: 43489 Worker PID: 150008 Worker exit type: SYSTEM_ERROR"
+    )
+    kill = "Out of memory: Killed process 150008 (ray::WorkerDict) total-vm:1kB, anon-rss:1kB, file-rss:0kB"
+    oom = Candidate("host_oom_kill", [finding("kernel.oom_killed_process", kill, time=T0)], [], score=50.0)
+    victim = Candidate("unknown", [finding("ray.worker_died", died, time=T0 + timedelta(seconds=2))], [], score=60.0)
+    killed_work([oom, victim])
+    assert victim.score <= oom.score - 30
+    assert any("same process (pid 150008)" in p for p in victim.penalties)

@@ -27,6 +27,7 @@ VICTIM_CLASSES = frozenset(
 KILLED_WORK = frozenset(
     {
         "ray.worker_died",  # RayActorError / WorkerCrashedError / "A worker died or was killed"
+        "python.worker_terminated",  # concurrent.futures' BrokenProcessPool, joblib/loky's TerminatedWorkerError
         "dataloader.worker_killed",  # "DataLoader worker (pid N) is killed by signal: Killed."
         "dataloader.worker_exited",  # "DataLoader worker (pid(s) N) exited unexpectedly"
         "generic.killed",  # a shell's "Killed", exit 137, "Signal 9 (SIGKILL) received by PID"
