@@ -28,6 +28,9 @@ OWN = [  # the files this change edits (others edit the rest of the working tree
     "crashcart/ingest/bundle.py",
     "crashcart/ingest/extract.py",
     "crashcart/ingest/archive.py",
+    "crashcart/text/clock.py",
+    "crashcart/text/prefix.py",
+    "crashcart/pipeline.py",
 ]
 
 

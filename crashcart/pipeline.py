@@ -36,8 +36,8 @@ from crashcart.verify import Verified, cited_files, evidence_registry, verify
 StageHook = Callable[[str], None]
 
 
-@dataclass
-class Outcome:
+@dataclass(repr=False)  # asyncio.run formats the finished task, result included (Python 3.11's signal
+class Outcome:  # handler restore, via Enum's error message): a generated repr of every finding took seconds
     document: DiagnosisDocument
     verified: Verified
     findings: list[Finding]
@@ -46,6 +46,9 @@ class Outcome:
     citations: list[Citation]
     stage_seconds: dict[str, float]
     series: list[GpuSeries]  # telemetry, for the timeline picture
+
+    def __repr__(self) -> str:
+        return f"Outcome({self.document.incident_id}, {len(self.findings)} findings)"
 
 
 @contextmanager

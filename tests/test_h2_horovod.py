@@ -96,3 +96,18 @@ def test_issue_457_layout_and_a_stall_the_log_ran_on_after() -> None:
     lines = (text + "".join(f"step {i} loss 1.0\n" for i in range(horovod.PASSED_AFTER + 1))).splitlines()
     (f,) = horovod.findings([("train.log", lines, horovod.parse(lines)[0])], IdSource(), None)
     assert f.role == "context"  # it passed: Horovod's "recoverable stall"
+
+
+def test_a_gloo_rendezvous_wait_timeout_is_a_rendezvous_symptom() -> None:
+    # gloo/rendezvous/file_store.cc and horovod/common/gloo/http_store.cc before and after Horovod v0.21 (Nov 2020)
+    from tests.kit import winner
+
+    old = (
+        "gloo::IoException: [/tmp/third_party/gloo/gloo/rendezvous/file_store.cc:126] Wait timeout for key(s): global/1"
+    )
+    new = (
+        "RuntimeError: [horovod/common/gloo/http_store.cc:58] Wait timeout after 30 seconds for key(s): global/1. "
+        "You may want to increase the timeout via HOROVOD_GLOO_TIMEOUT_SECONDS"
+    )
+    for text in (old, new):
+        assert winner(text) == ("gloo.rendezvous_wait_timeout", "launcher_rendezvous_store_failure")

@@ -264,3 +264,22 @@ def test_every_rank_blocked_in_a_dataloader_fetch_is_where_the_job_hangs(tmp_pat
     busy = [("forward", "model.py", 40), ("train_step", "pretrain.py", 77), ("<module>", "pretrain.py", 120)]
     procs = stacks.parse("d.txt", (dump(1, busy) + dump(2, busy)).splitlines(), None)
     assert stacks.all_stuck(procs) is None
+
+
+def test_a_dumped_pid_is_the_rank_nccl_s_init_line_gives_it(tmp_path: Path, settings: Settings) -> None:
+    # NCCL init.cc "<host>:<pid>:<tid> [<cudaDev>] NCCL INFO comm <ptr> rank <r> nranks <n> cudaDev <d> busId <id>
+    # - Init COMPLETE" ties the dumped process id to its global rank on that node
+    def init(host: str, pid: int, rank: int, dev: int) -> str:
+        return (
+            f"{host}:{pid}:{pid} [{dev}] NCCL INFO comm 0x55d0{dev} rank {rank} nranks 4 cudaDev {dev} busId "
+            f"1{dev}000 - Init COMPLETE\n"
+        )
+
+    files = {
+        "node1/py-spy.txt": dump(4100, WAIT) + "\n" + dump(4101, FETCH, "active+gil"),
+        "node2/py-spy.txt": dump(5100, WAIT) + "\n" + dump(5101, WAIT),
+        "node1/stdout.log": init("node1", 4100, 0, 0) + init("node1", 4101, 1, 1),
+        "node2/stdout.log": init("node2", 5100, 2, 0) + init("node2", 5101, 3, 1),
+    }
+    rc = run_files(tmp_path / "b", files, settings).document.root_cause
+    assert (rc.class_, rc.culprit.node, rc.culprit.rank) == ("rank_hang_or_missing_rank", "node1", 1)

@@ -26,10 +26,10 @@ EXTRA: dict[str, bytes] = {
 
 
 def _summary(r: ScanResult) -> tuple[dict[str, object], list[object], object, object, object]:
-    scans = {
+    scans: dict[str, object] = {
         p: (fs.lines, fs.nbytes, fs.sha256, fs.hits, fs.checkpoints, fs.tail, fs.error) for p, fs in r.scans.items()
     }
-    return scans, [f.model_dump() for f in r.findings], r.failures, r.notes, r.tails
+    return scans, [f.model_dump() for f in r.findings], r.failures, r.notes, dict(r.tails)
 
 
 def _bundle_dir(tmp_path: Path) -> Path:

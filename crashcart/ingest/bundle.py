@@ -9,6 +9,7 @@ every Evidence quotes and that ``verify`` compares against.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import os
 import re
 import shutil
@@ -303,7 +304,7 @@ def open_bundle(
         if on_member is not None:
             on_member(member, head)
         if head is not None and not _is_utf16(head):
-            looks[member.physical] = _look(member.path, head, limits.max_line_bytes)
+            looks[member.physical] = _look(member.path, head, limits.max_line_bytes).slim()
 
     mat = extract.materialize(source, work_dir, limits, told, writer)
     cleanup = [mat.work] if mat.work is not None else []
@@ -324,6 +325,10 @@ class _Look:
     lines: list[str]
     rank: int | None
     clock: ClockKind
+
+    def slim(self) -> _Look:
+        """Without the head's lines but a kernel log's first 200 (``_host_of``): 10,000 files, not 10,000 heads."""
+        return _Look(self.kind, self.note, self.lines[:200] if self.kind == "kernel_log" else [], self.rank, self.clock)
 
 
 def _look(path: str, head: bytes, max_line_bytes: int) -> _Look:
@@ -348,7 +353,6 @@ def _classify_all(
         raise EmptyBundle(f"{source.name} holds no files")
     skipped = list(mat.skipped)
     physical: dict[str, Path] = {}
-    heads: dict[str, list[str]] = {}
     manifest: Manifest | None = None
     looked: list[tuple[extract.Member, _Look]] = []
     for m in mat.members:
@@ -359,24 +363,25 @@ def _classify_all(
             if _is_utf16(head):
                 physical[m.path] = _transcode_utf16(m.physical, work_dir, cleanup)
                 head = _read_head(physical[m.path])
-            look = _look(m.path, head, limits.max_line_bytes)
+            look = _look(m.path, head, limits.max_line_bytes).slim()
         looked.append((m, look))
         if _is_manifest(m.path):
             manifest = _parse_manifest(physical[m.path])
 
     files: list[BundleFile] = []
+    nodes = reversed(manifest.nodes) if manifest is not None else ()  # kernel log -> the first node naming it
+    kernel_hosts = {n.kernel_log: n.host for n in nodes if n.kernel_log is not None}
     for m, look in looked:
         if look.kind is None:
             skipped.append(SkippedFile(path=m.path, reason=look.note or "not a log"))
             physical.pop(m.path, None)
             continue
-        heads[m.path] = look.lines
         files.append(
             BundleFile(
                 path=m.path,
                 kind=look.kind,
                 size=m.size,
-                host=_host_of(m.path, look.kind, look.lines, manifest),
+                host=_host_of(m.path, look.kind, look.lines, kernel_hosts),
                 rank=look.rank,
                 clock=look.clock,
                 compressed=m.compressed,
@@ -387,7 +392,7 @@ def _classify_all(
         names = ", ".join(s.path for s in skipped[:3])
         why = f" (skipped: {names})" if names else ""
         raise NoLogsFound(f"{source.name} has no log, kernel, scheduler or telemetry files{why}")
-    year = _bundle_year(manifest, heads)
+    year = _bundle_year(manifest, [physical[f.path] for f in files], limits.max_line_bytes)
     return Bundle(source, files, physical, skipped, manifest, limits, cleanup, year)
 
 
@@ -437,14 +442,7 @@ def _kind_of(path: str, head: bytes) -> tuple[FileKind | None, str | None]:
         return None, f"binary data, not text: {why}{packed}"
     text = head[:16384].decode("utf-8", "replace")
     if suffix == ".csv" or (suffix == ".json" and "DCGM_" in text) or "DCGM_FI_" in text[:2000]:
-        return (
-            ("telemetry", None)
-            if ("DCGM" in text or "clocks" in text or "temperature" in text)
-            else (
-                "other",
-                None,
-            )
-        )
+        return ("telemetry" if "DCGM" in text or "clocks" in text or "temperature" in text else "other"), None
     if suffix in {".json", ".yaml", ".yml"} and ('"involvedObject"' in text or "involvedObject:" in text):
         return "scheduler", None
     if _SCHED_NAME.search(name) and suffix not in {".py", ".sh"}:
@@ -454,7 +452,7 @@ def _kind_of(path: str, head: bytes) -> tuple[FileKind | None, str | None]:
     lines = text.split("\n")[:200]
     if _KERNEL_NAME.search(name) or sum(1 for ln in lines if _kernel_line(ln)) > len(lines) // 3:
         return "kernel_log", None
-    ranks = {p.rank for p in map(prefix.view, lines) if p.rank is not None}
+    ranks = {p.rank for p in map(prefix.view, filter(prefix.may_name_rank, lines)) if p.rank is not None}
     if len(ranks) >= 2:
         return "combined_log", None
     if prefix.rank_of_path(path) is not None or len(ranks) == 1:
@@ -466,11 +464,9 @@ def _kind_of(path: str, head: bytes) -> tuple[FileKind | None, str | None]:
     return "log", None
 
 
-def _host_of(path: str, kind: FileKind, lines: list[str], manifest: Manifest | None) -> str | None:
-    if manifest is not None:
-        for node in manifest.nodes:
-            if node.kernel_log == path:
-                return node.host
+def _host_of(path: str, kind: FileKind, lines: list[str], kernel_hosts: dict[str, str]) -> str | None:
+    if path in kernel_hosts:
+        return kernel_hosts[path]
     if kind == "kernel_log":
         for ln in lines[:200]:
             m = _SYSLOG_HOST.match(ln)
@@ -485,15 +481,16 @@ def _rank_of(path: str, kind: FileKind, lines: list[str]) -> int | None:
     rank = prefix.rank_of_path(path)
     if rank is not None:
         return rank
-    ranks = {p.rank for p in map(prefix.view, lines[:200]) if p.rank is not None}
+    ranks = {p.rank for p in map(prefix.view, filter(prefix.may_name_rank, lines[:200])) if p.rank is not None}
     return ranks.pop() if len(ranks) == 1 else None
 
 
-def _bundle_year(manifest: Manifest | None, heads: dict[str, list[str]]) -> int | None:
+def _bundle_year(manifest: Manifest | None, heads: list[Path], max_line_bytes: int) -> int | None:
+    """The manifest's collection year, else that of the first of ``heads`` (files in order) whose head gives one."""
     if manifest is not None and manifest.collected_at is not None:
         return manifest.collected_at.year
-    for lines in heads.values():
-        year = clock.infer_year(lines)
-        if year is not None:
-            return year
+    for phys in heads:  # heads are read again, until one gives a year: classification keeps none
+        with contextlib.suppress(OSError):
+            if (year := clock.infer_year(_head_lines(_read_head(phys), max_line_bytes))) is not None:
+                return year
     return None

@@ -2,9 +2,9 @@
 
 Input: a path on disk (``scan_file``) or a forward-only stream such as an archive member being
 decompressed (``scan_stream``, optionally copying every byte to a sink in the same pass), and a
-``Matcher``. Output: a ``FileScan`` with exact 1-based line numbers of every hit, the raw bytes of each
-hit line, a sparse line index (checkpoints), the line count, the sha256 and the last lines. Runs in
-worker threads: the heavy steps (``readinto``, sha256, hyperscan, numpy) release the GIL.
+``Matcher``. Output: a ``FileScan`` with exact 1-based line numbers of every hit, the raw bytes of each hit
+line, a sparse line index (checkpoints), the line count, the sha256 and (unless ``keep_tail=False``) the last
+lines. Runs in worker threads: the heavy steps (``readinto``, sha256, hyperscan, numpy) release the GIL.
 
 Per buffer the bytes are touched by: one ``readinto`` into a reused ``bytearray`` (a partial last line
 is moved to the front, never concatenated with the next block), sha256, the matcher, and one newline
@@ -76,6 +76,7 @@ def scan_file(
     max_line_bytes: int,
     keep_hits: int | Sequence[int] | None = None,
     backscan_min_bytes: int = BACKSCAN_MIN_BYTES,
+    keep_tail: bool = True,
 ) -> FileScan:
     """Scan ``physical`` (shown as ``path``); OS errors become ``FileScan.error``, never exceptions.
 
@@ -89,8 +90,8 @@ def scan_file(
         with physical.open("rb", buffering=0) as fh:
             scanner = _Scanner(matcher, out, buffer_bytes, max_line_bytes, keep_hits, backscan=backscan_min_bytes)
             ends_with_newline = scanner.run(fh, reread=fh.fileno)
-            fh.seek(max(0, out.nbytes - TAIL_BYTES))
-            out.tail = _tail(fh.read(TAIL_BYTES), out.nbytes, out.lines, ends_with_newline)
+            fh.seek(max(0, out.nbytes - TAIL_BYTES))  # without keep_tail, ``scan.run.file_tail`` reads it when asked
+            out.tail = tail_lines(fh.read(TAIL_BYTES), out.nbytes, out.lines, ends_with_newline) if keep_tail else []
     except OSError as exc:
         out.error = f"unreadable: {exc.strerror or exc}"
     return out
@@ -107,6 +108,7 @@ def scan_stream(
     keep_hits: int | Sequence[int] | None = None,
     reread: Callable[[], int] | None = None,
     backscan_min_bytes: int = BACKSCAN_MIN_BYTES,
+    keep_tail: bool = True,
 ) -> FileScan:
     """Scan a forward-only stream (an archive member while it is decompressed), the same as ``scan_file``.
 
@@ -130,7 +132,7 @@ def scan_stream(
 
     scanner = _Scanner(matcher, out, buffer_bytes, max_line_bytes, keep_hits, backscan=backscan_min_bytes)
     ends_with_newline = scanner.run(stream, keep, reread=reread)
-    out.tail = _tail(bytes(tail), out.nbytes, out.lines, ends_with_newline)
+    out.tail = tail_lines(bytes(tail), out.nbytes, out.lines, ends_with_newline) if keep_tail else []
     return out
 
 
@@ -486,7 +488,7 @@ def _last_byte(buf: bytearray, end: int) -> int:
     return pos
 
 
-def _tail(data: bytes, size: int, lines: int, ends_with_newline: bool) -> list[tuple[int, bytes]]:
+def tail_lines(data: bytes, size: int, lines: int, ends_with_newline: bool) -> list[tuple[int, bytes]]:
     """The last ``TAIL_LINES`` complete lines with their line numbers, from the file's last ``data`` bytes."""
     parts = data.split(b"\n")
     if ends_with_newline:

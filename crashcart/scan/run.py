@@ -12,11 +12,11 @@ from __future__ import annotations
 import functools
 import os
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed, wait
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import BinaryIO, Literal
 
 from crashcart.catalogue import load_catalogue
 from crashcart.ingest.bundle import (
@@ -37,7 +37,15 @@ from crashcart.scan.findings import CONTEXT_CAP, IdSource, build_findings
 from crashcart.scan.hang_evidence import scan_hang_evidence
 from crashcart.scan.matcher import HyperscanMatcher, Matcher, ReMatcher, make_matcher
 from crashcart.scan.matcher import matcher_name as _matcher_name
-from crashcart.scan.reader import NUMPY_MIN_BYTES, FileScan, numpy_module, scan_file, scan_stream
+from crashcart.scan.reader import (
+    NUMPY_MIN_BYTES,
+    TAIL_BYTES,
+    FileScan,
+    numpy_module,
+    scan_file,
+    scan_stream,
+    tail_lines,
+)
 from crashcart.settings import BundleLimits, ScanSettings
 
 PARALLEL_MIN_BYTES = 16 * 1024 * 1024
@@ -58,7 +66,7 @@ class ScanResult:
     failures: list[SkippedFile] = field(default_factory=list)
     notes: dict[str, str] = field(default_factory=dict)
     series: list[telemetry.GpuSeries] = field(default_factory=list)
-    tails: dict[str, list[tuple[int, str]]] = field(default_factory=dict)
+    tails: Mapping[str, list[tuple[int, str]]] = field(default_factory=dict)  # path -> last lines (``Tails``)
 
     @property
     def lines(self) -> int:
@@ -118,7 +126,8 @@ def scan(
         scans = scan_files(jobs, settings, bundle.limits.max_line_bytes, total, progress, pool)
     matcher_name = _matcher_name(settings.matcher)
 
-    result = ScanResult(findings=[], scans=scans, matcher=matcher_name)
+    tails = Tails(bundle)
+    result = ScanResult(findings=[], scans=scans, matcher=matcher_name, tails=tails)
     ids = IdSource()
     cap, context_cap = itemised_per_file(len(targets), settings.max_findings_per_signature_per_file)
     for bf in sorted(targets, key=lambda f: f.path):
@@ -129,8 +138,9 @@ def scan(
         if fs.error:
             result.failures.append(SkippedFile(path=bf.path, reason=fs.error))
             continue
-        bundle.set_index(bf.path, LineIndex(checkpoints=fs.checkpoints, lines=fs.lines, known=dict(fs.offsets)))
-        result.tails[bf.path] = [(n, canonical_line(raw, bundle.limits.max_line_bytes)) for n, raw in fs.tail]
+        bundle.set_index(bf.path, LineIndex(checkpoints=fs.checkpoints, lines=fs.lines, known=fs.offsets))
+        tails.add(bf.path, fs.nbytes, fs.lines)
+        scans[bf.path] = FileScan(fs.path, fs.lines, fs.nbytes, fs.sha256)  # its hits are findings now: let them go
         if bf.kind == "telemetry":
             _telemetry(bundle, bf.path, bf.host, fs.lines, ids, result)
             continue
@@ -191,6 +201,7 @@ def scan_files(
                     buffer_bytes=settings.buffer_bytes,
                     max_line_bytes=max_line,
                     keep_hits=hit_limits(settings.max_findings_per_signature_per_file),
+                    keep_tail=False,
                 )
             )
         return scans
@@ -245,6 +256,7 @@ class ScanPool:
         self._base = self._threads.submit(_prepare, settings.matcher, settings.buffer_bytes)
         self._local = threading.local()
         self._futures: dict[tuple[Path, str], Future[FileScan]] = {}
+        self._taken: set[tuple[Path, str]] = set()  # files whose scan ``results`` gave out (and no longer holds)
         self._streams: list[Future[FileScan]] = []
         self._ahead = threading.Semaphore(STREAM_AHEAD)
 
@@ -275,7 +287,7 @@ class ScanPool:
         wait(self._streams)
 
     def submit(self, physical: Path, path: str) -> None:
-        if (physical, path) not in self._futures:
+        if (physical, path) not in self._futures and (physical, path) not in self._taken:
             self._futures[physical, path] = self._threads.submit(self._scan, physical, path)
 
     def results(self, jobs: list[tuple[Path, str]]) -> Iterator[FileScan]:
@@ -287,7 +299,12 @@ class ScanPool:
         for key, fut in self._futures.items():
             if key not in wanted:
                 fut.cancel()
-        for fut in as_completed([self._futures[job] for job in jobs]):
+        self._streams = []  # the archive is read (``finish``): these futures are among ``_futures`` too
+        pending = {self._futures[job]: job for job in jobs if job not in self._taken}
+        for fut in as_completed(list(pending)):
+            job = pending.pop(fut)
+            del self._futures[job]  # given out once: the pool holds no scan it has handed over
+            self._taken.add(job)
             yield fut.result()
 
     def close(self) -> None:
@@ -302,6 +319,7 @@ class ScanPool:
             buffer_bytes=self._buffer_bytes,
             max_line_bytes=self._max_line,
             keep_hits=self._keep,
+            keep_tail=False,
         )
 
     def _stream(self, feed: Feed, out: DirectFile, path: str) -> FileScan:
@@ -323,6 +341,7 @@ class ScanPool:
                     sink=out.write,
                     keep_hits=self._keep,
                     reread=written,
+                    keep_tail=False,
                 )
         except BaseException as exc:
             feed.fail(exc)
@@ -336,6 +355,42 @@ class ScanPool:
         if matcher is None:
             matcher = self._local.matcher = self._base.result().clone()
         return matcher
+
+
+class Tails(Mapping[str, list[tuple[int, str]]]):
+    """Each scanned file's last lines (``reader.TAIL_LINES``, canonical text, with their line numbers), read back
+    from the file when asked, the bytes ``FileScan.tail`` would have held: a bundle of 10,000 files does not
+    hold 600,000 lines for the few files whose ends are looked at twice."""
+
+    def __init__(self, bundle: Bundle) -> None:
+        self._bundle = bundle
+        self._sizes: dict[str, tuple[int, int]] = {}  # path -> (bytes, lines) as scanned
+
+    def add(self, path: str, nbytes: int, lines: int) -> None:
+        self._sizes[path] = (nbytes, lines)
+
+    def __getitem__(self, path: str) -> list[tuple[int, str]]:
+        size, lines = self._sizes[path]
+        phys = self._bundle.physical(path)
+        try:
+            with open(phys or "", "rb") as fh:
+                raw = file_tail(fh, size, lines)
+        except OSError:
+            return []
+        return [(n, canonical_line(r, self._bundle.limits.max_line_bytes)) for n, r in raw]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._sizes)
+
+    def __len__(self) -> int:
+        return len(self._sizes)
+
+
+def file_tail(fh: BinaryIO, size: int, lines: int) -> list[tuple[int, bytes]]:
+    """``FileScan.tail`` of a file of ``size`` bytes and ``lines`` lines (as scanned), read from its end."""
+    fh.seek(max(0, size - TAIL_BYTES))
+    data = fh.read(min(size, TAIL_BYTES))
+    return tail_lines(data, size, lines, data.endswith(b"\n"))
 
 
 def _prepare(kind: Literal["auto", "hyperscan", "re"], buffer_bytes: int) -> HyperscanMatcher | ReMatcher:

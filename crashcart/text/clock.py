@@ -7,6 +7,7 @@ line, cheap enough to run on every line of a bundle.
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import re
 from collections import Counter
@@ -217,10 +218,15 @@ def detect_clock(lines: Iterable[str]) -> ClockKind:
     parsing them all: a log whose every line has a date is decided half way)."""
     sample = list(itertools.islice((line for line in lines if line.strip()), _SAMPLE))
     total = len(sample)
+    maybe = _may_have_clock(sample)
+    if len(maybe) * 5 < total:
+        return "none"  # fewer than 20% of the lines can hold a time, whatever parsing them says
     counts: Counter[ClockKind] = Counter()
     order: tuple[ClockKind, ...] = ("absolute", "no_year", "boot_relative")
     timed = 0
     for seen, line in enumerate(sample, 1):
+        if seen - 1 not in maybe:
+            continue  # parse_time would find nothing
         parsed = parse_time(line)
         if parsed is None:
             continue
@@ -231,6 +237,20 @@ def detect_clock(lines: Iterable[str]) -> ClockKind:
     if total == 0 or timed * 5 < total:
         return "none"
     return max(order, key=lambda kind: counts[kind])
+
+
+# What a line must hold for ``parse_time`` to find a time in it: a dmesg stamp, hh:mm:ss (``:mm:ss`` is searched
+# for: ten times faster than ``\d\d:`` first, and a superset) or a JSON epoch key
+_MAYBE = (_BOOT_ANYWHERE, re.compile(r":\d\d:\d\d"), _EPOCH_KEY)
+
+
+def _may_have_clock(lines: list[str]) -> set[int]:
+    """Indices of ``lines`` in which ``parse_time`` may find a time (a superset: every line it finds one in),
+    from three searches over the lines joined: a head whose lines mostly carry no clock costs three regex passes,
+    not three searches per line. A match that spans a newline (``\\s`` in the epoch key) only adds a candidate."""
+    starts = list(itertools.accumulate((len(line) + 1 for line in lines), initial=0))
+    text = "\n".join(lines)
+    return {bisect.bisect_right(starts, m.start()) - 1 for pattern in _MAYBE for m in pattern.finditer(text)}
 
 
 def _decided(counts: Counter[ClockKind], leader: ClockKind, left: int, order: tuple[ClockKind, ...]) -> bool:

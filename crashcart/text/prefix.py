@@ -12,7 +12,15 @@ import json
 import re
 from typing import NamedTuple
 
-__all__ = ["Prefix", "host_of_path", "local_of_path", "looks_like_host", "rank_of_path", "split_prefix"]
+__all__ = [
+    "Prefix",
+    "host_of_path",
+    "local_of_path",
+    "looks_like_host",
+    "may_name_rank",
+    "rank_of_path",
+    "split_prefix",
+]
 
 
 class Prefix(NamedTuple):
@@ -242,6 +250,12 @@ def _strip_words(piece: str) -> str:
     start = head.end() if head is not None else 0
     tail = _TAIL_WORDS.search(low, start)
     return piece[start : tail.start() if tail is not None else len(piece)]
+
+
+def may_name_rank(line: str) -> bool:
+    """False for a line in which ``view`` finds no rank: it names one only in ``[rankN]:``, Open MPI's
+    ``[J,N]<stdout>:`` or a leading srun label ``N: ``, or inside a JSON record (its text may be escaped)."""
+    return "[rank" in line or "]<std" in line or line.lstrip(" \t")[:1].isdigit() or line.startswith("{")
 
 
 _JSON_KEYS = ("log", "message", "msg")
