@@ -246,6 +246,8 @@ def test_a_ray_memory_kill_takes_the_node_its_line_names_by_address() -> None:
         # systemd src/oom/oomd-manager.c (v252) and earlyoom kill.c (v1.7), each a memory killer of its own
         "Jun 02 10:11:12 gpu3 systemd-oomd[812]: Killed /system.slice/train.service due to memory used (63.1G) / total (64.0G) and swap used (7.9G) / total (8.0G) being more than 90.00%",
         'Jun 02 10:11:12 gpu3 earlyoom[611]: sending SIGKILL to process 4242 uid 1000 "python": oom_score 812, VmRSS 61234 MiB',
+        # systemd src/core/unit.c (249+) on the unit oomd emptied
+        "Jun 02 10:11:12 gpu3 systemd[1]: session-3.scope: systemd-oomd killed 291 process(es) in this unit.",
     ],
 )  # fmt: skip
 def test_user_space_memory_killers_explain_a_sigkilled_worker(tmp_path: Path, settings: Settings, line: str) -> None:
