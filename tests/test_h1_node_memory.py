@@ -312,3 +312,12 @@ def test_a_ray_worker_the_kernel_killed_is_linked_by_its_pid() -> None:
     killed_work([oom, victim])
     assert victim.score <= oom.score - 30
     assert any("same process (pid 150008)" in p for p in victim.penalties)
+
+
+def test_mpiruns_killed_rank_is_the_kernel_kill_on_that_node_and_pid() -> None:
+    # Open MPI orte/tools/orterun (help-orterun.txt "mpirun noticed that process rank %d with PID %d on node %s
+    # exited on signal %d (%s)."): the launcher's view of a rank the kernel killed
+    line = "mpirun noticed that process rank 3 with PID 4242 on node gpu7 exited on signal 9 (Killed)."
+    oom, victim = _pair("mpi.process_killed", line)
+    killed_work([oom, victim])
+    assert any("same process (pid 4242)" in p for p in victim.penalties)

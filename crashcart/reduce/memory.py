@@ -35,6 +35,7 @@ KILLED_WORK = frozenset(
         "slurm.task_killed",
         "deepspeed.exit_sigkill",
         "spawn.signal_sigkill",
+        "mpi.process_killed",  # "mpirun noticed that process rank R with PID P on node H exited on signal 9"
     }
 )
 #: DataLoader's signal names that a memory killer sends (SIGKILL; earlyoom and systemd-oomd start with SIGTERM).
