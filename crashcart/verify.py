@@ -140,7 +140,8 @@ def rank_named(rank: int, file: str, text: str) -> bool:
     r = str(rank)
     pat = re.compile(
         rf"(?:\brank[\s_:=-]*{r}\b|\[rank{r}\]|\brnk{r}\b|^\s*{r}!?: |\[\d+,{r}\]<|\bRank {r}\b|\brank\s*:\s*{r}\b"
-        rf"|\bmissing ranks:(?: \d+,)* {r}\b)",  # Horovod's stall inspector: "2!: [tensor]", "[missing ranks: 1, 2]"
+        rf"|\bmissing ranks:(?: \d+,)* {r}\b|\]<std(?:err|out)>:{r}!?: \[)",  # Horovod's stall inspector: "2!: [t]",
+        # "[missing ranks: 1, 2]", behind mpirun's "[1,0]<stderr>:"
         re.I | re.M,
     )
     return bool(pat.search(text) or pat.search(file.replace("/", " ")))

@@ -111,3 +111,13 @@ def test_a_gloo_rendezvous_wait_timeout_is_a_rendezvous_symptom() -> None:
     )
     for text in (old, new):
         assert winner(text) == ("gloo.rendezvous_wait_timeout", "launcher_rendezvous_store_failure")
+
+
+def test_a_stall_behind_mpirun_s_output_prefix(tmp_path: Path, settings: Settings) -> None:
+    # horovod/horovod#1890 (v0.19, stall_inspector.cc:105) under mpirun --tag-output: "[1,<rank>]<stderr>:"
+    text = (
+        "[1,0]<stderr>:[2020-04-20 20:29:29. 89665: W horovod/common/stall_inspector.cc:105] " + SENTENCE + "\n"
+        "[1,0]<stderr>:Stalled ranks:\n[1,0]<stderr>:1: [allreduce.fc1.weight]\n"
+    )
+    rc = run_files(tmp_path / "b", {"mpirun.log": "[1,0]<stdout>:Epoch 1\n" + text}, settings).document.root_cause
+    assert rc.class_ == "rank_hang_or_missing_rank" and rc.culprit.rank == 1
