@@ -283,3 +283,23 @@ def test_a_dumped_pid_is_the_rank_nccl_s_init_line_gives_it(tmp_path: Path, sett
     }
     rc = run_files(tmp_path / "b", files, settings).document.root_cause
     assert (rc.class_, rc.culprit.node, rc.culprit.rank) == ("rank_hang_or_missing_rank", "node1", 1)
+
+
+def test_a_rank_log_with_its_own_dump_stays_a_log_and_the_dump_says_where_it_hung(
+    tmp_path: Path, settings: Settings
+) -> None:
+    # ranks 0, 2, 3 time out in c10d's watchdog (ProcessGroupNCCL.cpp); rank 1's log ends in a py-spy dump of itself
+    log1 = "[rank1]: step 300 | loss 1.91\n$ py-spy dump --pid 4101\n" + dump(4101, FETCH, "active+gil")
+    assert stack_tool(log1) is None  # a log holding a dump: scanned as a log, the dump read from it as well
+    assert stack_tool("$ py-spy dump --pid 4101\n" + dump(4101, FETCH)) == "py-spy"
+    files = {"rank1.log": log1}
+    for r in (0, 2, 3):
+        files[f"rank{r}.log"] = (
+            f"[rank{r}]: step 300 | loss 1.91\n[rank{r}]:[E1130 02:30:00.123456789 ProcessGroupNCCL.cpp:632] [Rank {r}] "
+            "Watchdog caught collective operation timeout: WorkNCCL(SeqNum=601, OpType=ALLREDUCE, NumelIn=1, "
+            "NumelOut=1, Timeout(ms)=600000) ran for 600094 milliseconds before timing out.\n"
+        )
+    rc = run_files(tmp_path / "b", files, settings).document.root_cause
+    assert rc.class_ == "rank_hang_or_missing_rank" and rc.culprit.rank == 1
+    assert "DataLoader fetch" in rc.summary
+    assert any(c.file == "rank1.log" and c.line == 6 and "_try_get_data" in c.text for c in rc.citations)

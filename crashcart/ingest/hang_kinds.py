@@ -78,8 +78,11 @@ def stack_tool(text: str) -> Literal["py-spy", "gdb", "faulthandler"] | None:
     lines = [split_prefix(ln).rest for ln in text.split("\n")[:40]]
     firsts = [ln for ln in lines if ln.strip()][:3]
     threads = [m for ln in lines if (m := PYSPY_THREAD.match(ln)) and (m.group("state") or m.group("name"))]
-    heads = [ln for ln in lines if ln.strip()][:6]
-    if threads and any(PYSPY_PROC.match(ln) or PYSPY_PYTHON.match(ln) for ln in heads):
+    heads = [ln for ln in lines if ln.strip()][:3]
+    at = next((i for i, ln in enumerate(heads) if PYSPY_PROC.match(ln) or PYSPY_PYTHON.match(ln)), None)
+    # the dump opens the file, after at most the command that wrote it or py-spy 0.1's "<exe>" line: a log with a dump
+    # further down stays a log (its lines are scanned, and the dump in it read as well)
+    if threads and at is not None and (at == 0 or (at == 1 and ("py-spy" in heads[0] or heads[0].startswith("/")))):
         return "py-spy"
     first = PYSPY_THREAD.match(firsts[0]) if firsts else None
     if first is not None and first.group("state") and len(firsts) > 1 and PYSPY_FRAME.match(firsts[1]):

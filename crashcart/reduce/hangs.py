@@ -9,7 +9,8 @@ Output: scored ``Candidate``s for the offline reduce, and the penalties they imp
   last -> ``rank_hang_or_missing_rank`` citing that line;
 - *silent rank*: the others time out in a collective and one rank printed neither a timeout nor an error ->
   ``rank_hang_or_missing_rank`` citing its last line;
-- *stack dumps*: py-spy dumps where every process but one waits in a collective -> the odd process;
+- *stack dumps*: py-spy dumps where every process but one waits in a collective -> the odd process; a silent rank's
+  own dump (``hang.stack.where``) says where it is stuck;
 - *throughput drop* and *slow rank*: in ``throughput`` (re-exported here).
 
 Times inherited from far above a line are not trusted (``trusted_times``). Pure.
@@ -326,7 +327,13 @@ def hang_candidate(findings: list[Finding], topo: Topology, last: dict[int, Rank
             continue  # no log of this rank in the bundle: missing from the bundle, not silent
         if rl.time is not None and first_wait is not None and rl.time > first_wait:
             continue  # it kept writing after the others timed out: alive
-        step = announced(findings, r)
+        where = next((f for f in findings if f.signature == "hang.stack.where" and f.rank == r), None)
+        if where is not None:  # a stack dump of it: where it is, outside any collective
+            summary = f"rank {r} is stuck outside any collective: {where.fields.get('where', '')}"
+            chosen.append(_as_root(where, HANG, summary))
+            reasons.append(summary + f" ({where.fields.get('tool', 'stack dump')}), while the others timed out")
+            work = True
+        step = announced(findings, r) if where is None else None
         if step is not None:
             summary = f"rank {r} announced long work outside any collective: {step.fields.get('step', '')}"
             chosen.append(_as_root(step, HANG, summary))
@@ -335,7 +342,7 @@ def hang_candidate(findings: list[Finding], topo: Topology, last: dict[int, Rank
         lf = last_line_finding(r, rl, topo)
         if lf is not None and not any(c.evidence[0] == lf.evidence[0] for c in chosen):
             chosen.append(lf)
-        if step is None:
+        if step is None and where is None:
             reasons.append(f"rank {r} printed neither a timeout nor an error while the others timed out")
     unowned = unowned_announcement(findings, waiting) if not chosen else None
     if unowned is not None:

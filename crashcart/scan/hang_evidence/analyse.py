@@ -10,6 +10,7 @@ scan's id source. Output: ``HangScan`` (findings, files refused with a reason, n
 - ``hang.fr.stop`` (context): where each rank stopped in each PG (its last entry), for the timeline;
 - ``hang.stack.minority``: the process whose main thread is not where the others' are;
 - ``hang.stack.all_stuck``: every rank blocked in the same wait outside any collective (a DataLoader fetch, a lock);
+- ``hang.stack.where`` (context): where a dumped rank is, outside any collective, when nothing else stands out;
 - ``hang.ras.dead`` / ``hang.ras.missing`` / ``hang.ras.behind``: what an NCCL RAS report says;
 - ``hang.horovod.missing`` / ``hang.horovod.mismatch``: Horovod's stall inspector in a rank's log (``horovod``).
 """
@@ -306,7 +307,7 @@ def _who(p: stacks.Process) -> str:
 def _stack_findings(procs: list[stacks.Process], ids: IdSource) -> list[Finding]:
     odd = stacks.odd_ones(procs)
     if odd is None:
-        return _all_stuck(procs, ids)
+        return _all_stuck(procs, ids) or _where(procs, ids)
     out: list[Finding] = []
     others = sorted({p.rank for p in odd.others if p.rank is not None})
     who_else = f"ranks {ranks_text(others)}" if others else f"{len(odd.others)} other processes"
@@ -349,6 +350,36 @@ def _stack_findings(procs: list[stacks.Process], ids: IdSource) -> list[Finding]
             )
         )
     return out
+
+
+def _where(procs: list[stacks.Process], ids: IdSource) -> list[Finding]:
+    """Where each dumped rank is that waits for no peer, when nothing to compare it with stands out (one rank
+    dumped, say): context, for the reduce's silent-rank rule to say what that rank was doing."""
+    out: list[Finding] = []
+    for p in stacks.ranks_only(procs):
+        got = stacks.place(p)
+        if p.rank is None or got is None or got[0].collective:
+            continue
+        pl, t, _ = got
+        summary = f"rank {p.rank}'s main thread is in {pl.where} ({p.tool}), outside any collective"
+        fields = {"tool": p.tool, "where": pl.where}
+        ev = _stack_ev(ids, p, t, stacks.own_frame(t))
+        out.append(
+            _finding(
+                ids,
+                summary,
+                "context",
+                "info",
+                "hang.stack.where",
+                "rank_hang_or_missing_rank",
+                p.rank,
+                None,
+                fields,
+                ev,
+                node=p.host,
+            )
+        )
+    return out[:MAX_CULPRITS]
 
 
 def _all_stuck(procs: list[stacks.Process], ids: IdSource) -> list[Finding]:
