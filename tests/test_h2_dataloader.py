@@ -60,3 +60,12 @@ def test_horovod_s_shutdown_is_explained_by_the_exception_before_it(tmp_path: Pa
     out = run_files(tmp_path / "b", files, settings)
     assert [f.role for f in out.findings if f.signature == "horovod.shut_down"] == ["cascade"]
     assert out.document.root_cause.class_ == "python_exception_rank_crash"
+
+
+def test_a_worker_s_own_crash_message_is_a_dataloader_failure() -> None:
+    # torch/csrc/DataLoader.cpp SIGNAL_HANDLER(SIGSEGV / SIGFPE) text, written by the worker before it dies
+    for text, what in (
+        ("ERROR: Unexpected segmentation fault encountered in worker.", "dataloader.worker_signal"),
+        ("ERROR: Unexpected floating-point exception encountered in worker.", "dataloader.worker_signal"),
+    ):
+        assert winner(text) == (what, "dataloader_worker_failure")
