@@ -321,3 +321,33 @@ def test_mpiruns_killed_rank_is_the_kernel_kill_on_that_node_and_pid() -> None:
     oom, victim = _pair("mpi.process_killed", line)
     killed_work([oom, victim])
     assert any("same process (pid 4242)" in p for p in victim.penalties)
+
+
+@pytest.mark.parametrize(
+    ("line", "want"),
+    [
+        # chaos/pdsh src/common/pipecmd.c: "%p: %S: %s exited with exit code %d" (%p = pdsh@<local host>)
+        ("pdsh@node1: node2: ssh exited with exit code 137", "pdsh.remote_sigkill"),
+        ("pdsh@node1: node2: ssh exited with exit code 1", "pdsh.remote_exit"),
+        # src/pdsh/dsh.c: "%p: process on host %S killed by signal %d"
+        ("pdsh@gpu01: process on host gpu04 killed by signal 9", "pdsh.remote_sigkill"),
+        # deepspeed 0.4.x launcher/launch.py sigkill_handler print()s, without the logger's prefix of 0.5+
+        ("Killing subprocess 4242", "deepspeed.killing_subprocess"),
+        ("Main process received SIGTERM, exiting", "deepspeed.main_signal"),
+    ],
+)
+def test_launcher_exit_lines_of_pdsh_and_older_deepspeed(line: str, want: str) -> None:
+    got = winner(line)
+    assert got is not None and got[0] == want, got
+
+
+def test_a_node_pdsh_saw_sigkilled_is_explained_by_that_nodes_oom_kill(tmp_path: Path, settings: Settings) -> None:
+    files = {
+        "launcher.log": "node2: [2024-05-01 10:00:00,000] [INFO] [launch.py:146:main] WORLD INFO DICT: {}\n"
+        "pdsh@node1: node2: ssh exited with exit code 137\n",
+        "node2/kern.log": "May  1 10:00:58 node2 kernel: [88123.4] Out of memory: Killed process 31337 (python) "
+        "total-vm:41234567kB, anon-rss:38123456kB, file-rss:0kB, shmem-rss:0kB, UID:1000 pgtables:80000kB\n",
+    }
+    out = run_files(tmp_path / "b", files, settings)
+    root = out.document.root_cause
+    assert root.class_ == "host_oom_kill" and root.culprit.node == "node2"

@@ -36,6 +36,7 @@ KILLED_WORK = frozenset(
         "deepspeed.exit_sigkill",
         "spawn.signal_sigkill",
         "mpi.process_killed",  # "mpirun noticed that process rank R with PID P on node H exited on signal 9"
+        "pdsh.remote_sigkill",  # "pdsh@h: node2: ssh exited with exit code 137"
     }
 )
 #: DataLoader's signal names that a memory killer sends (SIGKILL; earlyoom and systemd-oomd start with SIGTERM).
