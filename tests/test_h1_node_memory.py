@@ -51,6 +51,9 @@ from tests.kit import finding, run_files, winner
         # slurm 23.02 src/slurmctld/ping_nodes.c, srun allocate.c with ESLURM_NODE_NOT_AVAIL
         "[2024-11-30T02:13:45.001] error: Nodes gpu-node-017 not responding, setting DOWN",
         "srun: error: Unable to allocate resources: Required node not available (down, drained or reserved)",
+        # slurm 23.02 src/srun/allocate.c, src/salloc/salloc.c: allocated nodes that did not boot or resume
+        "srun: error: Nodes gpu[01-02] are still not ready",
+        "salloc: error: Something is wrong with the boot of the nodes.",
         # bash 5.2 execute_cmd.c/error.c and dash, the output of a prolog script that cannot run
         "/etc/slurm/prolog.sh: line 12: /usr/bin/nvidia-smi: No such file or directory",
         "/etc/slurm/prolog.d/50-enroot.sh: 3: enroot-check: not found",
