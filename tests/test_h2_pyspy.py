@@ -303,3 +303,29 @@ def test_a_rank_log_with_its_own_dump_stays_a_log_and_the_dump_says_where_it_hun
     assert rc.class_ == "rank_hang_or_missing_rank" and rc.culprit.rank == 1
     assert "DataLoader fetch" in rc.summary
     assert any(c.file == "rank1.log" and c.line == 6 and "_try_get_data" in c.text for c in rc.citations)
+
+
+def test_a_rank_waiting_for_its_dataloader_cites_the_worker_that_is_stuck_loading(tmp_path: Path) -> None:
+    # py-spy dump --subprocesses: each rank and its DataLoader workers (torch/utils/data/_utils/worker.py
+    # _worker_loop -> _utils/fetch.py fetch -> the dataset's __getitem__); one worker waits for indices (idle),
+    # the other is stuck on a lock inside the dataset
+    idle = [
+        ("poll", "multiprocessing/connection.py", 257),
+        ("get", "multiprocessing/queues.py", 113),
+        ("_worker_loop", "torch/utils/data/_utils/worker.py", 275),
+        ("_bootstrap", "multiprocessing/process.py", 314),
+    ]
+    stuck = [
+        ("acquire", "threading.py", 164),
+        ("__getitem__", "webdata/shards.py", 88),
+        ("<listcomp>", "torch/utils/data/_utils/fetch.py", 51),
+        ("fetch", "torch/utils/data/_utils/fetch.py", 51),
+        ("_worker_loop", "torch/utils/data/_utils/worker.py", 308),
+        ("_bootstrap", "multiprocessing/process.py", 314),
+    ]
+    text = dump(10, FETCH) + dump(11, WAIT) + dump(12, WAIT)
+    text += dump(20, idle, parent=10) + dump(21, stuck, parent=10) + dump(22, stuck, parent=11)
+    (f,) = findings(tmp_path, {"py-spy.txt": text})
+    assert f.fields["pid"] == "10" and "its DataLoader worker 21 is in lock or condition wait" in f.summary
+    assert "worker 22" not in f.summary  # rank 11's worker, not this rank's
+    assert any("    __getitem__ (webdata/shards.py:88)" in e.text.splitlines() for e in f.evidence)

@@ -26,7 +26,7 @@ from crashcart.ingest.bundle import Bundle, canonical_line
 from crashcart.ingest.hang_kinds import flight_recorder_form
 from crashcart.models import BundleFile, Evidence, Finding, Role, Severity, SkippedFile
 from crashcart.scan.findings import IdSource
-from crashcart.scan.hang_evidence import collectives, fr, horovod, ras, stacks
+from crashcart.scan.hang_evidence import collectives, fr, frames, horovod, ras, stacks
 from crashcart.scan.hang_evidence.collectives import KIND_CLASS, Verdict, ranks_text
 
 HANG_KIND = "hang_evidence"
@@ -276,24 +276,39 @@ def _finding(
     )
 
 
-def _stack_ev(ids: IdSource, p: stacks.Process, t: stacks.Thread, upto: int | None = None) -> list[Evidence]:
-    """The thread's header and innermost frames (through frame ``upto`` when that is near), and the frame ``upto``
-    on its own line when it is deeper (the program's own code under a long library stack)."""
+def _stack_ev(ids: IdSource, p: stacks.Process, t: stacks.Thread, *marks: int | None) -> list[Evidence]:
+    """The thread's header and innermost frames, through the frames ``marks`` (the program's own code, the frame
+    that says what it does) when they are near; a mark deeper than that is cited on its own line."""
     last = min(len(t.frames), stacks.FRAMES_CITED) - 1
-    far = None
-    if upto is not None and upto > last:
-        if upto < stacks.FRAMES_SPAN:
-            last = upto
-        else:
-            far = t.frames[upto]
+    near = [m for m in marks if m is not None and m < stacks.FRAMES_SPAN]
+    far = sorted({m for m in marks if m is not None and m >= stacks.FRAMES_SPAN})
+    last = max([last, *near])
     end = t.frames[last].line if t.frames else t.header
     text = "\n".join(p.lines[t.header - 1 : end])
     out = [
         Evidence(id=ids.evidence_id(), file=p.path, line=t.header, end_line=end if end > t.header else None, text=text)
     ]
-    if far is not None:
-        out.append(Evidence(id=ids.evidence_id(), file=p.path, line=far.line, text=p.lines[far.line - 1]))
+    for m in far:
+        fr = t.frames[m]
+        out.append(Evidence(id=ids.evidence_id(), file=p.path, line=fr.line, text=p.lines[fr.line - 1]))
     return out
+
+
+def _marks(t: stacks.Thread) -> tuple[int | None, int | None]:
+    return stacks.own_frame(t), frames.telling(t.frames)
+
+
+def _workers(
+    procs: list[stacks.Process], p: stacks.Process, pl: stacks.Place, ids: IdSource, ev: list[Evidence]
+) -> str:
+    """A rank waiting for its DataLoader: the dumped workers that are busy loading (where the data is stuck), their
+    stacks appended to ``ev``; the words to add to the summary."""
+    if pl.func != "DataLoader fetch":
+        return ""
+    busy = stacks.busy_workers(procs, p.pid)[:2]
+    for w, _, t in busy:
+        ev.extend(_stack_ev(ids, w, t, *_marks(t)))
+    return "".join(f"; its DataLoader worker {w.pid or '?'} is in {wp.where}" for w, wp, _ in busy)
 
 
 def _who(p: stacks.Process) -> str:
@@ -323,7 +338,8 @@ def _stack_findings(procs: list[stacks.Process], ids: IdSource) -> list[Finding]
         summary = (
             f"{_who(p)}: main thread {verb} {pl.where} ({tool}), while {who_else} wait in {odd.others_place.where}"
         )
-        ev = _stack_ev(ids, p, t, stacks.own_frame(t))
+        ev = _stack_ev(ids, p, t, *_marks(t))
+        summary += _workers(procs, p, pl, ids, ev)
         if p.host_line is not None:  # the prompt or prefix that names the node
             ev.append(Evidence(id=ids.evidence_id(), file=p.path, line=p.host_line, text=p.lines[p.host_line - 1]))
         ref_t = ref.main()
@@ -363,7 +379,7 @@ def _where(procs: list[stacks.Process], ids: IdSource) -> list[Finding]:
         pl, t, _ = got
         summary = f"rank {p.rank}'s main thread is in {pl.where} ({p.tool}), outside any collective"
         fields = {"tool": p.tool, "where": pl.where}
-        ev = _stack_ev(ids, p, t, stacks.own_frame(t))
+        ev = _stack_ev(ids, p, t, *_marks(t))
         out.append(
             _finding(
                 ids,
@@ -397,7 +413,8 @@ def _all_stuck(procs: list[stacks.Process], ids: IdSource) -> list[Finding]:
         f"{who} are blocked in the same place outside any collective, none waits for a peer: {pl.where} "
         f"({stuck[0].tool}); the job hangs there on every rank"
     )
-    ev = _stack_ev(ids, stuck[0], t, stacks.own_frame(t))
+    ev = _stack_ev(ids, stuck[0], t, *_marks(t))
+    summary += _workers(procs, stuck[0], pl, ids, ev)
     fields = {"tool": stuck[0].tool, "where": pl.where, "processes": str(len(stuck))}
     node = stuck[0].host if len({p.host for p in stuck}) == 1 else None
     return [

@@ -150,13 +150,9 @@ def activity(frames: Sequence[FrameLike]) -> str | None:
     py = [f for f in frames if not is_native(f)]
     if not py:
         return None
-    if any(f.file.endswith("torch/utils/data/dataloader.py") or "/torch/utils/data/" in f"/{f.file}" for f in py):
+    if any(f.file.endswith(_DATALOADER) for f in py):  # the main process's iterator (not a worker's own loop)
         return "DataLoader fetch"
-    if any(
-        f.func.rsplit(".", 1)[-1] in {"generate", "_sample", "greedy_search", "beam_search", "_beam_search"}
-        and ("generation/" in f.file or not is_library(f))
-        for f in py
-    ):
+    if any(f.func.rsplit(".", 1)[-1] in _GENERATE and ("generation/" in f.file or not is_library(f)) for f in py):
         return "generation"
     inner = py[0]
     name = inner.func.rsplit(".", 1)[-1]
@@ -174,6 +170,21 @@ def activity(frames: Sequence[FrameLike]) -> str | None:
     if any(re.search(r"eval|valid", f.func, re.I) and not is_library(f) for f in py):
         return "evaluation"
     return None
+
+
+def telling(frames: Sequence[FrameLike]) -> int | None:
+    """The index of the frame that says what ``activity`` says (the innermost DataLoader or generation frame)."""
+    doing = activity(frames)
+    for i, f in enumerate(frames):
+        if doing == "DataLoader fetch" and f.file.endswith(_DATALOADER):
+            return i
+        if doing == "generation" and f.func.rsplit(".", 1)[-1] in _GENERATE:
+            return i
+    return None
+
+
+_DATALOADER = "torch/utils/data/dataloader.py"
+_GENERATE = frozenset({"generate", "_sample", "greedy_search", "beam_search", "_beam_search"})
 
 
 def role(frames: Sequence[FrameLike], cmdline: str | None) -> Role:

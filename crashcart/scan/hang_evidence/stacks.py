@@ -352,6 +352,26 @@ def all_stuck(procs: list[Process]) -> tuple[Place, list[Process]] | None:
     return placed[0][1], [p for p, _ in placed]
 
 
+def busy_workers(procs: list[Process], parent: str | None) -> list[tuple[Process, Place, Thread]]:
+    """DataLoader workers (of ``parent`` when the dumps say whose) that are loading, not idle: their main thread is
+    in the dataset's own code or torch's fetch (_utils/fetch.py) under ``_worker_loop``, not waiting for indices."""
+    out: list[tuple[Process, Place, Thread]] = []
+    for p in procs:
+        if p.role() != "dataloader_worker" or (parent is not None and p.parent is not None and p.parent != parent):
+            continue
+        t = p.main()
+        if t is None:
+            continue
+        loop = next((i for i, f in enumerate(t.frames) if f.func.endswith("_worker_loop")), len(t.frames))
+        inner = t.frames[:loop]
+        if not any(not frames.is_library(f) or f.file.endswith("torch/utils/data/_utils/fetch.py") for f in inner):
+            continue  # waiting on its index queue: idle
+        got = place(p)
+        if got is not None:
+            out.append((p, got[0], t))
+    return out
+
+
 def _common(items: list[tuple[Process, Place]]) -> Place:
     return Counter(pl for _, pl in items).most_common(1)[0][0]
 
