@@ -354,3 +354,10 @@ def test_a_node_pdsh_saw_sigkilled_is_explained_by_that_nodes_oom_kill(tmp_path:
     out = run_files(tmp_path / "b", files, settings)
     root = out.document.root_cause
     assert root.class_ == "host_oom_kill" and root.culprit.node == "node2"
+
+
+def test_a_local_ray_instances_loopback_address_is_no_node() -> None:
+    line = "Memory on the node (IP: 127.0.0.1, ID: e5d9) was 27.71GB / 28.80GB (0.962273), which exceeds the memory usage threshold of 0.95."
+    oom = Candidate("host_oom_kill", [finding("ray.memory_monitor_kill", line)], [])
+    named_nodes([oom])
+    assert oom.nodes == set()

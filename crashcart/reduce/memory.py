@@ -58,7 +58,7 @@ def place(f: Finding) -> str | None:
         return f.node
     for key in ("ip", "node_ip", "task_ip", "node"):
         value = f.fields.get(key, "")
-        if _IPV4.fullmatch(value):
+        if _IPV4.fullmatch(value) and not value.startswith("127."):  # a local Ray instance names no node
             return value
     return None
 
