@@ -4,7 +4,8 @@
   may): the oracle is the old loop that parses every line;
 - ``prefix.may_name_rank`` is False only where ``prefix.view`` finds no rank;
 - ``scan.run.Tails`` reads a file's last lines back: the same as the reader's ``FileScan.tail``;
-- classification keeps no heads: the bundle's year is that of the first file whose head gives one.
+- classification keeps no heads: the bundle's year is that of the first file whose head gives one;
+- past 128 files the pool holds of a scan only what is itemised (``scan.run.trim``).
 """
 
 from __future__ import annotations
@@ -21,8 +22,8 @@ from hypothesis import strategies as st
 from crashcart.ingest.bundle import canonical_line, open_bundle
 from crashcart.models import ClockKind
 from crashcart.scan.matcher import MatcherName
-from crashcart.scan.reader import scan_file
-from crashcart.scan.run import Tails
+from crashcart.scan.reader import FileScan, scan_file
+from crashcart.scan.run import Tails, itemised_per_file, trim
 from crashcart.settings import Settings
 from crashcart.text import clock, prefix
 
@@ -166,3 +167,34 @@ def test_the_year_is_the_first_head_that_gives_one(tmp_path: Path, settings: Set
     (root / "d.log").write_text("2025-11-30 02:13:07 later\n" * 10)
     with open_bundle(root, settings.work_dir, settings.bundle_limits) as b:
         assert b.year == 2024
+
+
+HITS = st.lists(st.tuples(st.integers(0, 3), st.booleans()), max_size=80)
+
+
+@hsettings(max_examples=300, deadline=None)
+@given(HITS, st.lists(st.integers(0, 5), min_size=4, max_size=4))
+def test_trim_keeps_each_signatures_first_and_last(hits: list[tuple[int, bool]], keep: list[int]) -> None:
+    fs = FileScan(path="r.log")
+    for n, (sig, raw) in enumerate(hits, start=1):
+        fs.hits.append((sig, n, b"x" if raw else None))
+        fs.offsets[n] = 10 * n
+    before = list(fs.hits)
+    trim(fs, keep)
+    want = []
+    for sig in range(4):
+        mine = [h for h in before if h[0] == sig]
+        k = keep[sig]
+        want += mine if len(mine) <= 2 * k else mine[:k] + mine[len(mine) - k :]
+    assert fs.hits == sorted(want, key=lambda h: h[1])  # file order kept
+    assert fs.dropped == len(before) - len(fs.hits)
+    assert fs.offsets == {h[1]: 10 * h[1] for h in fs.hits}
+
+
+def test_more_files_never_itemise_more() -> None:
+    """Why a scan trimmed while fewer files were offered holds all that the final count itemises."""
+    last = itemised_per_file(1, 200)
+    for files in range(2, 20_000, 7):
+        now = itemised_per_file(files, 200)
+        assert now[0] <= last[0] and now[1] <= last[1] and min(now) >= 2
+        last = now

@@ -12,7 +12,8 @@ from __future__ import annotations
 import functools
 import os
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed, wait
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -129,7 +130,8 @@ def scan(
     tails = Tails(bundle)
     result = ScanResult(findings=[], scans=scans, matcher=matcher_name, tails=tails)
     ids = IdSource()
-    cap, context_cap = itemised_per_file(len(targets), settings.max_findings_per_signature_per_file)
+    offered = max(len(targets), pool.offered if pool is not None else 0)  # as the pool counted them (``trim``)
+    cap, context_cap = itemised_per_file(offered, settings.max_findings_per_signature_per_file)
     for bf in sorted(targets, key=lambda f: f.path):
         got = scans.get(bf.path)
         if got is None:
@@ -217,20 +219,41 @@ FINDINGS_BUDGET = 128  # files itemised at the full caps; beyond, a file's share
 def itemised_per_file(files: int, cap: int) -> tuple[int, int]:
     """How many lines of one signature ``build_findings`` itemises per file (failure, context): ``cap`` and
     ``CONTEXT_CAP`` for a bundle of up to ``FINDINGS_BUDGET`` files; for more, the same total shared out
-    (never fewer than the first and last 2), so 10,000 rank files cost about what 128 do, not 80 times more.
+    (never fewer than the first and the last), so 10,000 rank files cost less than 80 times what 128 do.
+    Never more for more files: a scan trimmed for fewer files holds all that more files itemise (``trim``).
     """
     if files <= FINDINGS_BUDGET:
         return cap, CONTEXT_CAP
     share = FINDINGS_BUDGET / files
-    return max(4, int(cap * share) // 2 * 2), max(4, int(CONTEXT_CAP * share) // 2 * 2)
+    return max(2, int(cap * share) // 2 * 2), max(2, int(CONTEXT_CAP * share) // 2 * 2)
+
+
+def trim(fs: FileScan, keep: Sequence[int]) -> None:
+    """Keep of ``fs.hits`` only the first and the last ``keep[sig]`` of each signature (``FileScan.dropped``
+    counts the rest) and the offsets of the lines kept: what ``build_findings`` itemises in a bundle of more
+    than ``FINDINGS_BUDGET`` files, held instead of the reader's ``hit_limits`` for every file until the bundle
+    is classified."""
+    counts = Counter(sig for sig, _, _ in fs.hits)
+    if all(n <= 2 * keep[sig] for sig, n in counts.items()):
+        return
+    seen: Counter[int] = Counter()
+    kept: list[tuple[int, int, bytes | None]] = []
+    for hit in fs.hits:
+        seen[hit[0]] += 1
+        k, n = keep[hit[0]], seen[hit[0]]
+        if n <= k or n > counts[hit[0]] - k:
+            kept.append(hit)
+    fs.dropped += len(fs.hits) - len(kept)
+    lines = {line for _, line, _ in kept}
+    fs.hits, fs.offsets = kept, {n: off for n, off in fs.offsets.items() if n in lines}
 
 
 @functools.cache
-def hit_limits(cap: int) -> tuple[int, ...]:
+def hit_limits(cap: int, context_cap: int = CONTEXT_CAP) -> tuple[int, ...]:
     """Hit lines the reader keeps at each end of a file, per signature: exactly what ``build_findings``
-    itemises (the first and last half of ``cap`` per signature and file, of ``CONTEXT_CAP`` for a fact
+    itemises (the first and last half of ``cap`` per signature and file, of ``context_cap`` for a fact
     line: versions, init, progress printed every step), so the reader holds nothing it would drop."""
-    return tuple((CONTEXT_CAP if s.role == "context" else cap) // 2 for s in load_catalogue().signatures)
+    return tuple((context_cap if s.role == "context" else cap) // 2 for s in load_catalogue().signatures)
 
 
 def _workers(settings: ScanSettings) -> int:
@@ -249,7 +272,9 @@ class ScanPool:
 
     def __init__(self, settings: ScanSettings, max_line_bytes: int, *, extra_threads: int = 0) -> None:
         self._buffer_bytes, self._max_line = settings.buffer_bytes, max_line_bytes
-        self._keep = hit_limits(settings.max_findings_per_signature_per_file)
+        self._cap = settings.max_findings_per_signature_per_file
+        self._keep = hit_limits(self._cap)
+        self.offered = 0  # files submitted so far (``itemised_per_file`` shrinks with them: ``trim``)
         threads = _workers(settings) + extra_threads
         self._threads = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="crashcart-scan")
         # the database is compiled (or loaded) once, on a pool thread, while the caller starts reading
@@ -275,6 +300,7 @@ class ScanPool:
     def open(self, path: str, dest: Path) -> Feed:
         out = DirectFile(dest)  # created here, by the thread reading the archive
         feed = Feed(self._ahead)
+        self.offered += 1
         fut = self._futures[dest, path] = self._threads.submit(self._stream, feed, out, path)
         self._streams.append(fut)
         return feed
@@ -288,6 +314,7 @@ class ScanPool:
 
     def submit(self, physical: Path, path: str) -> None:
         if (physical, path) not in self._futures and (physical, path) not in self._taken:
+            self.offered += 1
             self._futures[physical, path] = self._threads.submit(self._scan, physical, path)
 
     def results(self, jobs: list[tuple[Path, str]]) -> Iterator[FileScan]:
@@ -312,7 +339,7 @@ class ScanPool:
         self._threads.shutdown(wait=True, cancel_futures=True)
 
     def _scan(self, physical: Path, path: str) -> FileScan:
-        return scan_file(
+        fs = scan_file(
             self._matcher(),
             physical,
             path,
@@ -321,6 +348,14 @@ class ScanPool:
             keep_hits=self._keep,
             keep_tail=False,
         )
+        return self._trimmed(fs)
+
+    def _trimmed(self, fs: FileScan) -> FileScan:
+        """Past ``FINDINGS_BUDGET`` files, ``fs`` holding only what that many files itemise (``trim``): more
+        files are offered later, never fewer, and they itemise no more."""
+        if self.offered > FINDINGS_BUDGET:
+            trim(fs, hit_limits(*itemised_per_file(self.offered, self._cap)))
+        return fs
 
     def _stream(self, feed: Feed, out: DirectFile, path: str) -> FileScan:
         reread: list[int] = []
@@ -332,16 +367,18 @@ class ScanPool:
 
         try:
             with out:
-                return scan_stream(
-                    self._matcher(),
-                    feed,
-                    path,
-                    buffer_bytes=self._buffer_bytes,
-                    max_line_bytes=self._max_line,
-                    sink=out.write,
-                    keep_hits=self._keep,
-                    reread=written,
-                    keep_tail=False,
+                return self._trimmed(
+                    scan_stream(
+                        self._matcher(),
+                        feed,
+                        path,
+                        buffer_bytes=self._buffer_bytes,
+                        max_line_bytes=self._max_line,
+                        sink=out.write,
+                        keep_hits=self._keep,
+                        reread=written,
+                        keep_tail=False,
+                    )
                 )
         except BaseException as exc:
             feed.fail(exc)
