@@ -140,8 +140,9 @@ def rank_named(rank: int, file: str, text: str) -> bool:
     r = str(rank)
     pat = re.compile(
         rf"(?:\brank[\s_:=-]*{r}\b|\[rank{r}\]|\brnk{r}\b|^\s*{r}!?: |\[\d+,{r}\]<|\bRank {r}\b|\brank\s*:\s*{r}\b"
-        rf"|\bmissing ranks:(?: \d+,)* {r}\b|\]<std(?:err|out)>:{r}!?: \[)",  # Horovod's stall inspector: "2!: [t]",
-        # "[missing ranks: 1, 2]", behind mpirun's "[1,0]<stderr>:"
+        # Horovod's stall inspector ("2!: [t]", "[missing ranks: 1, 2]", behind mpirun's "[1,0]<stderr>:"),
+        # Megatron's straggler report ("MxRtt/Rnk: 1570.32ms/30")
+        rf"|\bmissing ranks:(?: \d+,)* {r}\b|\]<std(?:err|out)>:{r}!?: \[|\bMxRtt/Rnk: [\d.]+ms/{r}\b)",
         re.I | re.M,
     )
     return bool(pat.search(text) or pat.search(file.replace("/", " ")))

@@ -8,7 +8,8 @@ and ``progress.tqdm`` (a bar's rate); topology. Output: scored ``Candidate``s:
 - *slow rank*: the same measure printed by several ranks (or nodes, or logs), one of them clearly slower than all
   the others while those agree -> that rank (all ranks of one node slow: that node);
 - *throughput drop*: one log's series that steps down (iteration time up) and stays down to its end;
-- *socket fallback*: NCCL on one node fell back to TCP sockets while the job's other nodes use InfiniBand.
+- *socket fallback*: NCCL on one node fell back to TCP sockets while the job's other nodes use InfiniBand;
+- *Megatron's straggler detector*: the same rank slowest by far in its last reports (``megatron.straggler_report``).
 
 Every value is turned into "seconds per unit of work" so that higher is slower. Pure.
 """
@@ -268,10 +269,59 @@ def socket_fallback(findings: list[Finding]) -> Candidate | None:
     return c
 
 
+# ---------------------------------------------------------------------------------------------
+# Megatron's straggler detector
+
+
+REPORTS = 3  # the last reports of Megatron's StragglerDetector looked at (two at least, the latest among them)
+RTT_SLOWER = 1.25  # the slowest rank's round trip this much over the fastest's, in each of them
+
+
+def megatron_straggler(findings: list[Finding]) -> Candidate | None:
+    """Megatron's StragglerDetector (megatron/core/utils.py) reports, at every log interval, the fastest and the
+    slowest rank's round-trip time (``MnRtt/Rnk``, ``MxRtt/Rnk``): the same rank slowest by a wide margin in each
+    of the last reports is a straggler."""
+    reports = sorted(
+        (f for f in findings if f.signature == "megatron.straggler_report"),
+        key=lambda f: (f.evidence[0].file, f.evidence[0].line),
+    )
+    run: list[tuple[Finding, float]] = []  # the latest reports, back to the first that is not slow or names another
+    for f in reversed(reports):
+        lo, hi = _float(f.fields.get("min_rtt", "")), _float(f.fields.get("max_rtt", ""))
+        rank = f.fields.get("max_rank", "")
+        if lo is None or hi is None or hi < RTT_SLOWER * lo or (run and rank != run[0][0].fields.get("max_rank")):
+            break
+        run.append((f, hi / lo))
+        if len(run) == REPORTS:
+            break
+    if len(run) < 2 or not (rank := run[0][0].fields.get("max_rank", "")).isdigit():
+        return None
+    reports = [f for f, _ in reversed(run)]
+    ratios = [r for _, r in run]
+    last = reports[-1]
+    summary = (
+        f"rank {rank} is the slowest in the last {len(reports)} straggler reports, its round trip "
+        f"{min(ratios):.1f}-{max(ratios):.1f}x the fastest rank's (Megatron's straggler detector)"
+    )
+    lead = last.model_copy(
+        update={"class_id": SLOW, "role": "root_candidate", "severity": "P1", "summary": summary, "rank": int(rank)}
+    )
+    c = Candidate(SLOW, [lead], [])
+    c.lead = lead
+    c.score = BASE_SLOW + 4.0  # measured per rank by the job itself
+    c.reasons.append(summary + ": one slow GPU or link holds back every synchronous step")
+    return c
+
+
 def slow_candidates(findings: list[Finding], topo: Topology, other_errors: bool) -> list[Candidate]:
-    """The slow-rank, throughput-drop and socket-fallback candidates; weaker when the job also failed with an
-    error of its own."""
-    found = (slow_rank(findings, topo), throughput_drop(findings), socket_fallback(findings))
+    """The slow-rank, throughput-drop, socket-fallback and Megatron straggler-report candidates; weaker when the job
+    also failed with an error of its own."""
+    found = (
+        slow_rank(findings, topo),
+        throughput_drop(findings),
+        socket_fallback(findings),
+        megatron_straggler(findings),
+    )
     out = [c for c in found if c is not None]
     for c in out:
         if other_errors:
