@@ -329,3 +329,17 @@ def test_a_rank_waiting_for_its_dataloader_cites_the_worker_that_is_stuck_loadin
     assert f.fields["pid"] == "10" and "its DataLoader worker 21 is in lock or condition wait" in f.summary
     assert "worker 22" not in f.summary  # rank 11's worker, not this rank's
     assert any("    __getitem__ (webdata/shards.py:88)" in e.text.splitlines() for e in f.evidence)
+
+
+def test_an_odd_rank_in_ordinary_code_is_a_weaker_lead_than_one_blocked_in_a_wait(tmp_path: Path) -> None:
+    from crashcart.models import Topology
+    from crashcart.reduce.hang_files import add_file_candidates
+
+    compute = [("forward", "model.py", 40), ("train_step", "pretrain.py", 77), ("<module>", "pretrain.py", 120)]
+    scores = []
+    for odd in (FETCH, compute):
+        found = findings(tmp_path / str(len(scores)), {"d.txt": dump(1, WAIT) + dump(2, odd) + dump(3, WAIT)})
+        cands: list = []  # type: ignore[type-arg]
+        add_file_candidates(cands, found, Topology())
+        scores.append(cands[0].score)
+    assert scores[1] < scores[0]  # one dump cannot tell a rank stuck in its forward from a slow one

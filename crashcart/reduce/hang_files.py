@@ -29,6 +29,7 @@ SCORES = {
     "hang.ras.behind": 65.0,
     "hang.ras.dead": 64.0,
 }
+ORDINARY_DISCOUNT = 8.0  # a stack's odd rank in ordinary code (no DataLoader, lock, I/O, generation): stuck or slow?
 MECHANISM_MIN = 50.0  # another candidate naming the same rank at least this strong is the mechanism of the hang
 MAX_REASONS = 6
 
@@ -56,6 +57,8 @@ def add_file_candidates(cands: list[Candidate], findings: list[Finding], topo: T
     if missing:
         reasons.append(f"no Flight Recorder dump for rank{'s' if len(missing) > 1 else ''} {ranks_text(missing)}")
     score = SCORES[lead.signature] + min(len({f.signature.split(".")[1] for f in mine}) - 1, 2) * 5.0
+    if lead.fields.get("ordinary"):
+        score -= ORDINARY_DISCOUNT
     related = [f for f in mine if f.rank == lead.rank or f.rank is None]
     mechanism = [
         c
@@ -75,6 +78,10 @@ def add_file_candidates(cands: list[Candidate], findings: list[Finding], topo: T
     same.lead = lead
     same.score = max(same.score, score)
     same.reasons = [*reasons, *same.reasons]
+    if lead.fields.get("ordinary"):
+        same.penalties.append(
+            "the odd rank is in ordinary code, not a blocking wait: one dump cannot tell stuck from slow"
+        )
 
 
 def _without_dump(findings: list[Finding], topo: Topology) -> list[int]:

@@ -346,6 +346,8 @@ def _stack_findings(procs: list[stacks.Process], ids: IdSource) -> list[Finding]
         if ref_t is not None:
             ev.extend(_stack_ev(ids, ref, ref_t)[:1])
         fields = {"tool": tool, "where": pl.where, "others": ranks_text(others)}
+        if not pl.collective and not pl.known:
+            fields["ordinary"] = "1"  # in ordinary code, no blocking wait: one dump cannot tell stuck from slow
         if p.pid:
             fields["pid"] = p.pid
         if p.local_rank is not None:

@@ -240,6 +240,7 @@ class Place:
     func: str  # what ranks are grouped by: the collective's name, or what the thread is busy with
     where: str  # "all_reduce (distributed_c10d.py, in train_step)", "get (queue.py:180) (DataLoader fetch), ..."
     named: bool = False  # ``func`` names a collective (all_reduce, barrier), not a generic wait
+    known: bool = False  # outside a collective, the frames say what it does (a DataLoader fetch, a lock, generation)
 
 
 def place(p: Process) -> tuple[Place, Thread, int] | None:
@@ -264,7 +265,7 @@ def place(p: Process) -> tuple[Place, Thread, int] | None:
     if own is not None and t.frames[own] is not fr:
         o = t.frames[own]
         where += f", from {o.func} ({PurePosixPath(o.file).name}:{o.src})"
-    return Place(False, doing or fr.func, where), t, i
+    return Place(False, doing or fr.func, where, known=doing is not None), t, i
 
 
 def own_frame(t: Thread) -> int | None:
