@@ -31,6 +31,7 @@ OWN = [  # the files this change edits (others edit the rest of the working tree
     "crashcart/text/clock.py",
     "crashcart/text/prefix.py",
     "crashcart/pipeline.py",
+    "crashcart/catalogue.py",
 ]
 
 
