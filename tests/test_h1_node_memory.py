@@ -361,3 +361,37 @@ def test_a_local_ray_instances_loopback_address_is_no_node() -> None:
     oom = Candidate("host_oom_kill", [finding("ray.memory_monitor_kill", line)], [])
     named_nodes([oom])
     assert oom.nodes == set()
+
+
+GCS_DEAD = (
+    "2023-03-03 05:15:30,774\tWARNING worker.py:1866 -- The node with node id: 9426f445 and address: {ip} and node "
+    "name: {ip} has been marked dead because the detector has missed too many heartbeats from it. This can happen "
+    "when a\t(1) raylet crashes unexpectedly (OOM, preempted node, etc.)"
+)
+RAY_SUMMARY = (
+    "(raylet) node_manager.cc:3049: 3 Workers (tasks / actors) killed due to memory pressure (OOM), 0 Workers "
+    "crashed due to other reasons at node (ID: e5d9, IP: 10.130.0.113) over the last time period."
+)
+
+
+@pytest.mark.parametrize(("ip", "linked"), [("10.130.0.113", True), ("10.130.0.114", False)])
+def test_a_ray_node_marked_dead_is_explained_by_a_memory_kill_at_that_address(ip: str, linked: bool) -> None:
+    # src/ray/gcs/gcs_server/gcs_node_manager.cc (2.x): "The node with node id: %s and address: %s and node name:
+    # %s has been marked dead because the detector has missed too many heartbeats from it."
+    oom = Candidate("host_oom_kill", [finding("ray.memory_monitor_kill", RAY_SUMMARY, time=T0)], [], score=50.0)
+    named_nodes([oom])
+    dead = finding("ray.node_died", GCS_DEAD.format(ip=ip), time=T0 + timedelta(seconds=20))
+    victim = Candidate("unknown", [dead], [], score=60.0)
+    killed_work([oom, victim])
+    assert any("same node (10.130.0.113)" in p for p in victim.penalties) is linked
+    assert (victim.score < oom.score) is linked
+
+
+def test_the_dashboard_agents_raylet_death_report_is_a_death_without_its_cause() -> None:
+    # dashboard/agent.py (2.x) report_raylet_error_logs: "Raylet is terminated. Termination is unexpected. ..."
+    line = (
+        "Raylet is terminated. Termination is unexpected. Possible reasons include: (1) SIGKILL by the user or system "
+        "OOM killer, (2) Invalid memory access from Raylet causing SIGSEGV or SIGBUS, (3) Other termination signals."
+    )
+    got = winner(line)
+    assert got == ("ray.node_died", "unknown"), got

@@ -28,6 +28,7 @@ KILLED_WORK = frozenset(
     {
         "ray.worker_died",  # RayActorError / WorkerCrashedError / "A worker died or was killed"
         "python.worker_terminated",  # concurrent.futures' BrokenProcessPool, joblib/loky's TerminatedWorkerError
+        "ray.node_died",  # GCS "marked dead ... missed too many heartbeats", the agent's "Raylet is terminated"
         "dataloader.worker_killed",  # "DataLoader worker (pid N) is killed by signal: Killed."
         "dataloader.worker_exited",  # "DataLoader worker (pid(s) N) exited unexpectedly"
         "generic.killed",  # a shell's "Killed", exit 137, "Signal 9 (SIGKILL) received by PID"
@@ -56,7 +57,7 @@ def place(f: Finding) -> str | None:
     "Memory on the node (IP: 10.0.62.231, ...)", "at node (ID: ..., IP: 10.0.62.231)")."""
     if f.node:
         return f.node
-    for key in ("ip", "node_ip", "task_ip", "node"):
+    for key in ("ip", "node_ip", "task_ip", "address", "node"):
         value = f.fields.get(key, "")
         if _IPV4.fullmatch(value) and not value.startswith("127."):  # a local Ray instance names no node
             return value
@@ -84,7 +85,7 @@ def _linked(victim: Finding, kills: list[Finding]) -> str | None:
         kt = own_time(k)
         if t is not None and kt is not None and not (kt - EARLIER <= t <= kt + LATER):
             continue  # far apart in time: another event
-        where, node = victim.node, place(k)
+        where, node = place(victim), place(k)
         if where and node:
             if where == node:
                 return f"on the same node ({node})"
