@@ -301,7 +301,7 @@ def _make_finding(
 
 
 def _int(value: str | None) -> int | None:
-    if value is None:
+    if not value:  # None or "": most findings name no rank in their fields (an exception each cost more)
         return None
     try:
         return int(value)
