@@ -160,6 +160,8 @@ def test_a_ray_actor_that_died_is_the_memory_monitors_kill_seen_from_the_driver(
         ("ray.exceptions.RayTaskError(OutOfMemoryError): ray::allocate_memory() (pid=11362, ip=10.0.62.231)", "ray.memory_monitor_kill"),
         # python/ray/tune/tune.py: an aggregate of failed trials
         ("ray.tune.error.TuneError: ('Trials did not complete', [train_fn_3c1a2_00000])", "ray.tune_trials_incomplete"),
+        # python/ray/train/base_trainer.py (2.5-2.9): Ray Train's aggregate
+        ("ray.train.base_trainer.TrainingFailedError: The Ray Train run failed. Please inspect the previous error messages for a cause.", "ray.tune_trials_incomplete"),
     ],
 )  # fmt: skip
 def test_rays_worker_deaths_and_aggregates_are_named_for_what_they_are(line: str, want: str) -> None:
