@@ -18,6 +18,7 @@ scan's id source. Output: ``HangScan`` (findings, files refused with a reason, n
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -33,6 +34,8 @@ HANG_KIND = "hang_evidence"
 LOG_KINDS = frozenset({"rank_log", "combined_log", "log"})
 MAX_LOG_READ = 8 * 1024 * 1024  # rank logs larger than this are not searched for faulthandler dumps
 MAX_LOG_TOTAL = 256 * 1024 * 1024
+TAIL_BYTES = 4 * 1024 * 1024  # of a larger log, its end is searched (where a hung job's dump lands)
+MAX_TAIL_TOTAL = 128 * 1024 * 1024
 MAX_CULPRITS = 8
 _FH_MARK = b"(most recent call first):"
 # py-spy's dump (src/dump.rs): "Process <pid>: <cmdline>", "Python v<version> (<exe>)", "Thread <tid> (<state>)...": a
@@ -59,26 +62,36 @@ def scan_hang_evidence(bundle: Bundle, ids: IdSource) -> HangScan:
     reports: list[tuple[str, ras.RasReport]] = []
     max_line = bundle.limits.max_line_bytes
     budget = MAX_LOG_TOTAL
-    stalls: list[tuple[str, list[str], horovod.Stall]] = []
+    stalls: list[tuple[str, Sequence[str], horovod.Stall]] = []
+    tails = MAX_TAIL_TOTAL
     for bf in sorted(bundle.files, key=lambda f: f.path):
         phys = bundle.physical(bf.path)
         if phys is None:
             continue
         if bf.kind == HANG_KIND:
             _read_one(bf, phys, max_line, dumps, procs, reports, out)
-        elif bf.kind in LOG_KINDS and bf.size <= MAX_LOG_READ and budget > 0:
+            continue
+        if bf.kind not in LOG_KINDS:
+            continue
+        first = 1
+        if bf.size <= MAX_LOG_READ and budget > 0:
             budget -= bf.size
             data = phys.read_bytes()
-            # literal tests first: the regex runs at a tenth of their speed, over every small log
-            pyspy = (b"Python v" in data or b'"MainThread"' in data) and _PYSPY_MARK.search(data) is not None
-            lines = None
-            if _FH_MARK in data or pyspy:
-                lines = [canonical_line(raw, max_line) for raw in data.split(b"\n")]
-                tools = {"faulthandler", "py-spy"} if pyspy else {"faulthandler"}
-                procs.extend(_on(bf, p) for p in stacks.parse(bf.path, lines, bf.rank) if p.tool in tools)
-            if horovod.MARK in data:
-                lines = lines or [canonical_line(raw, max_line) for raw in data.split(b"\n")]
-                stalls.extend((bf.path, lines, st) for st in horovod.parse(lines)[-1:])  # it repeats: the last
+        elif bf.size > MAX_LOG_READ and tails > 0 and (tail := _tail(bundle, bf.path, phys)) is not None:
+            tails -= TAIL_BYTES
+            first, data = tail
+        else:
+            continue
+        # literal tests first: the regex runs at a tenth of their speed, over every small log
+        pyspy = (b"Python v" in data or b'"MainThread"' in data) and _PYSPY_MARK.search(data) is not None
+        lines: Sequence[str] | None = None
+        if _FH_MARK in data or pyspy:
+            lines = _window(data, first, max_line)
+            tools = {"faulthandler", "py-spy"} if pyspy else {"faulthandler"}
+            procs.extend(_on(bf, p) for p in stacks.parse(bf.path, lines, bf.rank) if p.tool in tools)
+        if horovod.MARK in data:
+            lines = lines or _window(data, first, max_line)
+            stalls.extend((bf.path, lines, st) for st in horovod.parse(lines)[-1:])  # it repeats: the last
     verdicts = collectives.analyse(dumps)
     no_dump = _ranks_without_dump(dumps)
     for v in verdicts:
@@ -133,6 +146,28 @@ def _read_one(
         out.failures.append(SkippedFile(path=bf.path, reason=str(exc)))
     except OSError as exc:
         out.failures.append(SkippedFile(path=bf.path, reason=f"unreadable: {exc.strerror or exc}"))
+
+
+def _tail(bundle: Bundle, path: str, phys: Path) -> tuple[int, bytes] | None:
+    """(the file's line number of its first whole line in the last ``TAIL_BYTES``, those bytes from it), from the
+    scan's line count; None when it has none."""
+    total = bundle.line_count(path)
+    if not total:
+        return None
+    with phys.open("rb") as fh:
+        fh.seek(0, 2)
+        size = fh.tell()
+        fh.seek(max(size - TAIL_BYTES, 0))
+        data = fh.read()
+    if size > TAIL_BYTES:
+        data = data[data.find(b"\n") + 1 :] if b"\n" in data else b""  # from the first whole line on
+    count = data.count(b"\n") + (0 if data.endswith(b"\n") or not data else 1)
+    return (total - count + 1, data) if data and count <= total else None
+
+
+def _window(data: bytes, first: int, max_line: int) -> Sequence[str]:
+    lines = [canonical_line(raw, max_line) for raw in data.split(b"\n")]
+    return lines if first == 1 else stacks.Window(first, lines)
 
 
 def _on(bf: BundleFile, p: stacks.Process) -> stacks.Process:

@@ -23,6 +23,7 @@ rank submitted a tensor another rank is missing while missing one that rank subm
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from crashcart.models import Evidence, Finding
@@ -81,10 +82,11 @@ class Stall:
         return any(a - b and b - a for a in sets for b in sets)
 
 
-def parse(lines: list[str]) -> list[Stall]:
-    """Every stall warning in a log's canonical lines (1-based line numbers)."""
+def parse(lines: Sequence[str]) -> list[Stall]:
+    """Every stall warning in a log's canonical lines (1-based line numbers; ``lines`` may be a ``stacks.Window``
+    of a large log's tail, indexed by the file's own line numbers)."""
     out: list[Stall] = []
-    n = 0
+    n = getattr(lines, "first", 1) - 1
     while n < len(lines):
         text = split_prefix(lines[n]).rest
         m = _HEAD.search(text)
@@ -140,7 +142,7 @@ def _ops(st: Stall, text: str) -> None:
                 st.missing.setdefault(r, set()).add(tensor)
 
 
-def findings(stalls: list[tuple[str, list[str], Stall]], ids: IdSource, world: int | None) -> list[Finding]:
+def findings(stalls: list[tuple[str, Sequence[str], Stall]], ids: IdSource, world: int | None) -> list[Finding]:
     """The missing ranks of each stall (one finding per rank), or a mismatch when ranks submitted different tensors.
 
     ``stalls``: (file, its canonical lines, a stall of it); ``world``: the job's size when the bundle shows it (the

@@ -27,9 +27,10 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
+from typing import overload
 
 from crashcart.ingest.hang_kinds import (
     FH_THREAD,
@@ -88,7 +89,7 @@ class Process:
     rank: int | None
     pid: str | None
     threads: list[Thread] = field(default_factory=list)
-    lines: list[str] = field(default_factory=list, repr=False)  # the file's canonical lines (for citations)
+    lines: Sequence[str] = field(default_factory=list, repr=False)  # the file's canonical lines (for citations)
     cmd: str | None = None  # py-spy's command line
     parent: str | None = None  # py-spy's "Parent Process" (a child dumped with --subprocesses)
     local_rank: int | None = None  # --local_rank / --local-rank in the command line
@@ -109,14 +110,40 @@ class Process:
         return self.threads[0] if self.threads else None
 
 
-def parse(path: str, lines: list[str], file_rank: int | None) -> list[Process]:
-    """Every process dump in ``lines`` (canonical text of the file, line 1 first)."""
+class Window(Sequence[str]):
+    """The lines of a file from line ``first`` on (a large log's tail), indexed by the file's own line numbers less
+    one, as a whole file's list would be."""
+
+    def __init__(self, first: int, lines: list[str]) -> None:
+        self.first, self._lines = first, lines
+
+    def __len__(self) -> int:
+        return self.first - 1 + len(self._lines)
+
+    @overload
+    def __getitem__(self, i: int) -> str: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[str]: ...
+    def __getitem__(self, i: int | slice) -> str | list[str]:
+        off = self.first - 1
+        if isinstance(i, slice):
+            start = max((i.start or 0) - off, 0)
+            stop = None if i.stop is None else max(i.stop - off, 0)
+            return self._lines[start:stop]
+        if i < off:
+            raise IndexError(i)
+        return self._lines[i - off]
+
+
+def parse(path: str, lines: Sequence[str], file_rank: int | None) -> list[Process]:
+    """Every process dump in ``lines`` (canonical text of the file, line 1 first, or a ``Window`` of its tail)."""
     procs: list[Process] = []
     cur: Process | None = None
     thread: Thread | None = None
     fallback = file_rank if file_rank is not None else _rank_in_name(path)
     prompt: tuple[str, int] | None = None
-    for n, raw in enumerate(lines, start=1):
+    body, first = (lines._lines, lines.first) if isinstance(lines, Window) else (lines, 1)
+    for n, raw in enumerate(body, start=first):
         pre = split_prefix(raw)
         ln = pre.rest
         rank = pre.rank if pre.rank is not None else fallback
