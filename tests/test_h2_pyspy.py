@@ -343,3 +343,16 @@ def test_an_odd_rank_in_ordinary_code_is_a_weaker_lead_than_one_blocked_in_a_wai
         add_file_candidates(cands, found, Topology())
         scores.append(cands[0].score)
     assert scores[1] < scores[0]  # one dump cannot tell a rank stuck in its forward from a slow one
+
+
+def test_pipeline_stages_waiting_in_p2p_beside_data_parallel_all_reduce_is_no_mismatch() -> None:
+    # Megatron core/pipeline_parallel/p2p_communication.py: a stage waits in _communicate (batch_isend_irecv) for
+    # the previous stage while its data-parallel peers wait in all_reduce: both wait; nobody is elsewhere
+    p2p = [
+        ("batch_isend_irecv", "torch/distributed/distributed_c10d.py", 2150),
+        ("_communicate", "megatron/core/pipeline_parallel/p2p_communication.py", 330),
+        ("recv_forward", "megatron/core/pipeline_parallel/p2p_communication.py", 402),
+        *WAIT[3:],
+    ]
+    procs = stacks.parse("d.txt", (dump(1, WAIT) + dump(2, WAIT) + dump(3, p2p)).splitlines(), None)
+    assert stacks.odd_ones(procs) is None

@@ -104,11 +104,14 @@ def is_native(f: FrameLike) -> bool:
 
 
 def is_collective_name(func: str) -> bool:
-    """A collective's own name (``all_reduce``, ``barrier``, ``Work.wait`` is not one), of a frame that waits."""
-    return _COLLECTIVE_NAME.search(func) is not None or func.rsplit(".", 1)[-1] in _P2P_NAMES
+    """A collective's own name (``all_reduce``, ``barrier``, ``gather``) of a frame that waits; ``Work.wait`` is
+    none, nor is point-to-point (``send``/``recv``, ``batch_isend_irecv``: pipeline stages waiting on each other
+    while data-parallel peers wait in ``all_reduce`` is no mismatch)."""
+    name = func.rsplit(".", 1)[-1]
+    return name != "batch_isend_irecv" and (_COLLECTIVE_NAME.search(func) is not None or name in _ROOTED_NAMES)
 
 
-_P2P_NAMES = frozenset({"gather", "scatter", "reduce", "send", "recv", "isend", "irecv", "gather_object"})
+_ROOTED_NAMES = frozenset({"gather", "scatter", "reduce", "gather_object", "scatter_object_list"})
 
 
 def is_wait(f: FrameLike) -> bool:
