@@ -64,3 +64,14 @@ def test_a_horovod_stall_at_the_end_of_a_large_log(tmp_path: Path, settings: Set
     assert rc.class_ == "rank_hang_or_missing_rank" and rc.culprit.rank == 3
     (c,) = [c for c in rc.citations if c.file == "rank0.log"]
     assert (c.line, c.end_line, c.verified) == (n + 1, n + 3, True)
+
+
+def test_faulthandler_s_watchdog_timeout_is_cited_with_the_stuck_rank(tmp_path: Path, settings: Settings) -> None:
+    # CPython Modules/faulthandler.c format_timeout: dump_traceback_later's watchdog writes "Timeout (H:MM:SS)!"
+    # before the threads (the program re-arms it every step: it fired because a step took that long)
+    dumps = [fh(r, C10D, "all_reduce", 2501) for r in (0, 2, 3)]
+    stuck = "[rank1]:Timeout (0:30:00)!\n" + fh(1, "/job/train.py", "_refresh_shard_cache", 131)
+    out = run_files(tmp_path / "b", {"console.log": "".join(dumps[:1]) + stuck + "".join(dumps[1:])}, settings)
+    (f,) = [f for f in out.findings if f.signature == "hang.stack.minority"]
+    assert f.rank == 1 and "dump_traceback_later fired after 0:30:00" in f.summary
+    assert any(e.text == "[rank1]:Timeout (0:30:00)!" for e in f.evidence)

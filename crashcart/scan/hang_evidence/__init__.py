@@ -3,7 +3,9 @@
 - ``fr``: PyTorch Flight Recorder dumps (JSON, or pickle through ``safe_pickle``'s plain loader), and
   ``collectives`` for the reasoning across ranks, per process group (missing rank, mismatch, straggler);
 - ``stacks``: ``py-spy dump``, ``faulthandler`` all-thread dumps (own files, or inside a rank's log), gdb
-  ``thread apply all bt``: the minority stack across ranks;
+  ``thread apply all bt``: the minority stack across ranks, with ``frames`` for what a frame and a process are and
+  ``build`` for the findings;
+- ``horovod``: Horovod's stall inspector in a rank's log (the ranks that never submitted a tensor);
 - ``ras``: NCCL RAS (``ncclras``) reports: dead processes, missing ranks, ranks behind in operation counts.
 
 ``crashcart.ingest.hang_kinds`` recognises the files by content (ingest's classification hook);

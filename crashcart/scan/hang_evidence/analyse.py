@@ -8,7 +8,7 @@ scan's id source. Output: ``HangScan`` (findings, files refused with a reason, n
   reasoning as the summary, citing the culprit's last entry and the entry of the collective the others wait in;
 - ``hang.fr.consistent`` (context): a process group where every rank stopped at the same collective;
 - ``hang.fr.stop`` (context): where each rank stopped in each PG (its last entry), for the timeline;
-- ``hang.stack.minority``: the process whose main thread is not where the others' are;
+- ``hang.stack.minority``: the process whose main thread is not where the others' are (built in ``build``);
 - ``hang.stack.all_stuck``: every rank blocked in the same wait outside any collective (a DataLoader fetch, a lock);
 - ``hang.stack.where`` (context): where a dumped rank is, outside any collective, when nothing else stands out;
 - ``hang.ras.dead`` / ``hang.ras.missing`` / ``hang.ras.behind``: what an NCCL RAS report says;
@@ -25,9 +25,10 @@ from pathlib import Path
 
 from crashcart.ingest.bundle import Bundle, canonical_line
 from crashcart.ingest.hang_kinds import flight_recorder_form
-from crashcart.models import BundleFile, Evidence, Finding, Role, Severity, SkippedFile
+from crashcart.models import BundleFile, Evidence, Finding, Severity, SkippedFile
 from crashcart.scan.findings import IdSource
-from crashcart.scan.hang_evidence import collectives, fr, frames, horovod, ras, stacks
+from crashcart.scan.hang_evidence import build, collectives, fr, horovod, ras, stacks
+from crashcart.scan.hang_evidence.build import MAX_CULPRITS, finding
 from crashcart.scan.hang_evidence.collectives import KIND_CLASS, Verdict, ranks_text
 
 HANG_KIND = "hang_evidence"
@@ -36,7 +37,6 @@ MAX_LOG_READ = 8 * 1024 * 1024  # rank logs larger than this are not searched fo
 MAX_LOG_TOTAL = 256 * 1024 * 1024
 TAIL_BYTES = 4 * 1024 * 1024  # of a larger log, its end is searched (where a hung job's dump lands)
 MAX_TAIL_TOTAL = 128 * 1024 * 1024
-MAX_CULPRITS = 8
 _FH_MARK = b"(most recent call first):"
 # py-spy's dump (src/dump.rs): "Process <pid>: <cmdline>", "Python v<version> (<exe>)", "Thread <tid> (<state>)...": a
 # log that a dump was pasted into (or redirected into) is read for it too (issue 14, plain-log hang evidence)
@@ -96,7 +96,7 @@ def scan_hang_evidence(bundle: Bundle, ids: IdSource) -> HangScan:
     no_dump = _ranks_without_dump(dumps)
     for v in verdicts:
         out.findings.extend(_fr_findings(v, ids, no_dump))
-    out.findings.extend(_stack_findings(procs, ids))
+    out.findings.extend(build.stack_findings(procs, ids))
     for path, rep in reports:
         out.findings.extend(_ras_findings(path, rep, ids, max_line, bundle))
     ranks = [bf.rank for bf in bundle.files if bf.rank is not None]
@@ -214,7 +214,7 @@ def _fr_findings(v: Verdict, ids: IdSource, no_dump: list[int]) -> list[Finding]
         if v.evidence:
             dump, e = v.evidence[0]
             out.append(
-                _finding(
+                finding(
                     ids,
                     v.summary,
                     "context",
@@ -238,7 +238,7 @@ def _fr_findings(v: Verdict, ids: IdSource, no_dump: list[int]) -> list[Finding]
             if not evidence:
                 continue
             out.append(
-                _finding(
+                finding(
                     ids,
                     v.summary,
                     "root_candidate",
@@ -267,7 +267,7 @@ def _fr_findings(v: Verdict, ids: IdSource, no_dump: list[int]) -> list[Finding]
             f"{v.pg}" + (f", {s.behind} behind" if s.behind else "")
         )
         out.append(
-            _finding(
+            finding(
                 ids,
                 summary,
                 "context",
@@ -283,194 +283,6 @@ def _fr_findings(v: Verdict, ids: IdSource, no_dump: list[int]) -> list[Finding]
     return out
 
 
-def _finding(
-    ids: IdSource,
-    summary: str,
-    role: Role,
-    severity: Severity,
-    signature: str,
-    class_id: str,
-    rank: int | None,
-    time: datetime | None,
-    fields: dict[str, str],
-    evidence: list[Evidence],
-    node: str | None = None,
-) -> Finding:
-    return Finding(
-        id=ids.finding(),
-        class_id=class_id,
-        signature=signature,
-        role=role,
-        severity=severity,
-        summary=summary,
-        time=time,
-        rank=rank,
-        node=node,
-        fields=fields,
-        evidence=evidence,
-    )
-
-
-def _stack_ev(ids: IdSource, p: stacks.Process, t: stacks.Thread, *marks: int | None) -> list[Evidence]:
-    """The thread's header and innermost frames, through the frames ``marks`` (the program's own code, the frame
-    that says what it does) when they are near; a mark deeper than that is cited on its own line."""
-    last = min(len(t.frames), stacks.FRAMES_CITED) - 1
-    near = [m for m in marks if m is not None and m < stacks.FRAMES_SPAN]
-    far = sorted({m for m in marks if m is not None and m >= stacks.FRAMES_SPAN})
-    last = max([last, *near])
-    end = t.frames[last].line if t.frames else t.header
-    text = "\n".join(p.lines[t.header - 1 : end])
-    out = [
-        Evidence(id=ids.evidence_id(), file=p.path, line=t.header, end_line=end if end > t.header else None, text=text)
-    ]
-    for m in far:
-        fr = t.frames[m]
-        out.append(Evidence(id=ids.evidence_id(), file=p.path, line=fr.line, text=p.lines[fr.line - 1]))
-    return out
-
-
-def _marks(t: stacks.Thread) -> tuple[int | None, int | None]:
-    return stacks.own_frame(t), frames.telling(t.frames)
-
-
-def _workers(
-    procs: list[stacks.Process], p: stacks.Process, pl: stacks.Place, ids: IdSource, ev: list[Evidence]
-) -> str:
-    """A rank waiting for its DataLoader: the dumped workers that are busy loading (where the data is stuck), their
-    stacks appended to ``ev``; the words to add to the summary."""
-    if pl.func != "DataLoader fetch":
-        return ""
-    busy = stacks.busy_workers(procs, p.pid)[:2]
-    for w, _, t in busy:
-        ev.extend(_stack_ev(ids, w, t, *_marks(t)))
-    return "".join(f"; its DataLoader worker {w.pid or '?'} is in {wp.where}" for w, wp, _ in busy)
-
-
-def _who(p: stacks.Process) -> str:
-    if p.rank is not None:
-        return f"rank {p.rank}"
-    what = [f"local rank {p.local_rank}"] if p.local_rank is not None else []
-    what.append(f"node {p.host}" if p.host else p.path)
-    return f"process {p.pid or '?'} ({', '.join(what)})"
-
-
-def _stack_findings(procs: list[stacks.Process], ids: IdSource) -> list[Finding]:
-    odd = stacks.odd_ones(procs)
-    if odd is None:
-        return _all_stuck(procs, ids) or _where(procs, ids)
-    out: list[Finding] = []
-    others = sorted({p.rank for p in odd.others if p.rank is not None})
-    who_else = f"ranks {ranks_text(others)}" if others else f"{len(odd.others)} other processes"
-    tool = odd.culprits[0].tool
-    cls = "collective_mismatch_desync" if odd.mismatch else "rank_hang_or_missing_rank"
-    ref = odd.others[0]
-    for p in odd.culprits[:MAX_CULPRITS]:
-        got = stacks.place(p)
-        if got is None:
-            continue
-        pl, t, _ = got
-        verb = "waits in" if pl.collective else "is in"
-        summary = (
-            f"{_who(p)}: main thread {verb} {pl.where} ({tool}), while {who_else} wait in {odd.others_place.where}"
-        )
-        ev = _stack_ev(ids, p, t, *_marks(t))
-        summary += _workers(procs, p, pl, ids, ev)
-        if p.host_line is not None:  # the prompt or prefix that names the node
-            ev.append(Evidence(id=ids.evidence_id(), file=p.path, line=p.host_line, text=p.lines[p.host_line - 1]))
-        ref_t = ref.main()
-        if ref_t is not None:
-            ev.extend(_stack_ev(ids, ref, ref_t)[:1])
-        fields = {"tool": tool, "where": pl.where, "others": ranks_text(others)}
-        if not pl.collective and not pl.known:
-            fields["ordinary"] = "1"  # in ordinary code, no blocking wait: one dump cannot tell stuck from slow
-        if p.pid:
-            fields["pid"] = p.pid
-        if p.local_rank is not None:
-            fields["local_rank"] = str(p.local_rank)
-        out.append(
-            _finding(
-                ids,
-                summary,
-                "root_candidate",
-                "P1",
-                "hang.stack.minority",
-                cls,
-                p.rank,
-                None,
-                fields,
-                ev,
-                node=p.host,
-            )
-        )
-    return out
-
-
-def _where(procs: list[stacks.Process], ids: IdSource) -> list[Finding]:
-    """Where each dumped rank is that waits for no peer, when nothing to compare it with stands out (one rank
-    dumped, say): context, for the reduce's silent-rank rule to say what that rank was doing."""
-    out: list[Finding] = []
-    for p in stacks.ranks_only(procs):
-        got = stacks.place(p)
-        if p.rank is None or got is None or got[0].collective:
-            continue
-        pl, t, _ = got
-        summary = f"rank {p.rank}'s main thread is in {pl.where} ({p.tool}), outside any collective"
-        fields = {"tool": p.tool, "where": pl.where}
-        ev = _stack_ev(ids, p, t, *_marks(t))
-        out.append(
-            _finding(
-                ids,
-                summary,
-                "context",
-                "info",
-                "hang.stack.where",
-                "rank_hang_or_missing_rank",
-                p.rank,
-                None,
-                fields,
-                ev,
-                node=p.host,
-            )
-        )
-    return out[:MAX_CULPRITS]
-
-
-def _all_stuck(procs: list[stacks.Process], ids: IdSource) -> list[Finding]:
-    got = stacks.all_stuck(procs)
-    if got is None:
-        return []
-    pl, stuck = got
-    first = stacks.place(stuck[0])
-    if first is None:
-        return []
-    _, t, _ = first
-    ranks = sorted({p.rank for p in stuck if p.rank is not None})
-    who = f"ranks {ranks_text(ranks)}" if len(ranks) == len(stuck) else f"all {len(stuck)} processes"
-    summary = (
-        f"{who} are blocked in the same place outside any collective, none waits for a peer: {pl.where} "
-        f"({stuck[0].tool}); the job hangs there on every rank"
-    )
-    ev = _stack_ev(ids, stuck[0], t, *_marks(t))
-    summary += _workers(procs, stuck[0], pl, ids, ev)
-    fields = {"tool": stuck[0].tool, "where": pl.where, "processes": str(len(stuck))}
-    node = stuck[0].host if len({p.host for p in stuck}) == 1 else None
-    return [
-        _finding(
-            ids,
-            summary,
-            "root_candidate",
-            "P1",
-            "hang.stack.all_stuck",
-            "rank_hang_or_missing_rank",
-            None,
-            None,
-            fields,
-            ev,
-            node=node,
-        )
-    ]
-
-
 def _ras_findings(path: str, rep: ras.RasReport, ids: IdSource, max_line: int, bundle: Bundle) -> list[Finding]:
     out: list[Finding] = []
     for fact in rep.facts[:64]:
@@ -479,7 +291,7 @@ def _ras_findings(path: str, rep: ras.RasReport, ids: IdSource, max_line: int, b
             continue
         ev = Evidence(id=ids.evidence_id(), file=path, line=fact.line, text=text[0])
         out.append(
-            _finding(
+            finding(
                 ids,
                 fact.detail,
                 "root_candidate",

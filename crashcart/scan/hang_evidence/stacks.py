@@ -60,6 +60,8 @@ _PROMPT = re.compile(
 )
 _FH_THREAD = FH_THREAD
 _FH_STACK = re.compile(r"^Stack \(most recent call first\):\s*$")
+# CPython Modules/faulthandler.c format_timeout: dump_traceback_later's watchdog fired, "Timeout (H:MM:SS[.us])!"
+_FH_TIMEOUT = re.compile(r"^Timeout \((?P<after>\d+:\d\d:\d\d)(?:\.\d+)?\)!\s*$")
 _FH_FRAME = re.compile(r'^\s+File "(?P<file>[^"]+)", line (?P<line>\d+) in (?P<func>\S+)\s*$')
 _GDB_THREAD = GDB_THREAD
 _GDB_FRAME = GDB_FRAME
@@ -95,6 +97,7 @@ class Process:
     local_rank: int | None = None  # --local_rank / --local-rank in the command line
     host: str | None = None  # the node the dump file belongs to
     host_line: int | None = None  # the line that names it (a shell prompt), when the file's path does not
+    stalled: tuple[str, int] | None = None  # faulthandler.dump_traceback_later fired: (after H:MM:SS, its line)
 
     def role(self) -> frames.Role:
         t = self.main()
@@ -142,6 +145,7 @@ def parse(path: str, lines: Sequence[str], file_rank: int | None) -> list[Proces
     thread: Thread | None = None
     fallback = file_rank if file_rank is not None else _rank_in_name(path)
     prompt: tuple[str, int] | None = None
+    timeout: tuple[str, int] | None = None
     body, first = (lines._lines, lines.first) if isinstance(lines, Window) else (lines, 1)
     for n, raw in enumerate(body, start=first):
         pre = split_prefix(raw)
@@ -190,10 +194,16 @@ def parse(path: str, lines: Sequence[str], file_rank: int | None) -> list[Proces
         if cur is not None and cur.tool == "py-spy" and thread is not None and ln.strip() and ln[:1] not in " \t":
             thread = None  # the dump ended (a separator, the log again): no frame follows
             continue
+        if tm := _FH_TIMEOUT.match(ln):
+            timeout = (tm.group("after"), n)
+            thread = None
+            continue
         if (m := _FH_THREAD.match(ln)) or _FH_STACK.match(ln):
-            if cur is None or cur.tool != "faulthandler" or cur.rank != rank or _ends_dump(cur, m):
+            if cur is None or cur.tool != "faulthandler" or cur.rank != rank or _ends_dump(cur, m) or timeout:
                 cur = Process(path, "faulthandler", rank, None)
                 procs.append(cur)
+            if timeout is not None:
+                cur.stalled, timeout = timeout, None
             tid = m.group("tid") if m else "stack"
             thread = Thread(tid, n, current=bool(m and m.group("current") != "Thread"))
             cur.threads.append(thread)
