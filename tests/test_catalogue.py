@@ -5,18 +5,23 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from crashcart.catalogue import (
+    _GROUP_NAME,
     BLOCK_FIELDS,
     DERIVED_FIELDS,
     SPECIAL_CLASSES,
     Catalogue,
+    CatalogueError,
     Signature,
+    _validate,
     hyperscan_expressions,
     load_catalogue,
+    read_catalogue,
     summary_fields,
 )
 
@@ -335,7 +340,7 @@ def test_class_title() -> None:
 
 def test_catalogue_is_frozen() -> None:
     with pytest.raises(Exception):  # noqa: B017 - pydantic raises ValidationError for frozen models
-        CAT.signatures = []
+        CAT.signatures = []  # type: ignore[misc]
 
 
 # --- benign logs ---------------------------------------------------------------------------------
@@ -503,3 +508,55 @@ def test_incident_lines_are_won_by_the_right_signature(line: str, expected: str 
 def test_fresh_catalogue_validates_the_same_data() -> None:
     again = Catalogue.model_validate(CAT.model_dump(by_alias=True))
     assert [s.id for s in again.signatures] == SIG_IDS
+
+
+# --- the reading kept in the user's cache -------------------------------------------------------------
+
+
+def _fresh_load(monkeypatch: pytest.MonkeyPatch, home: Path) -> Catalogue:
+    monkeypatch.setenv("HOME", str(home))  # the cache lives under ~/.cache/crashcart
+    return read_catalogue()
+
+
+def test_a_cached_reading_gives_the_same_catalogue(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    first = _fresh_load(monkeypatch, tmp_path)
+    kept = list((tmp_path / ".cache" / "crashcart").glob("catalogue-*.json"))
+    assert len(kept) == 1
+    again = _fresh_load(monkeypatch, tmp_path)
+    assert again.model_dump() == first.model_dump() == CAT.model_dump()
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda raw: raw[: len(raw) // 2],  # cut short
+        lambda raw: b"junk",
+        lambda raw: raw.replace(b'"key": "', b'"key": "0', 1),  # names another text
+        lambda raw: raw.replace(b'"signatures.toml"', b'"other.toml"', 1),  # a file missing
+    ],
+)
+def test_a_damaged_reading_is_read_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, damage: Callable[[bytes], bytes]
+) -> None:
+    _fresh_load(monkeypatch, tmp_path)
+    (kept,) = (tmp_path / ".cache" / "crashcart").glob("catalogue-*.json")
+    kept.write_bytes(damage(kept.read_bytes()))
+    assert _fresh_load(monkeypatch, tmp_path).model_dump() == CAT.model_dump()
+
+
+def test_an_unwritable_cache_still_loads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / ".cache").write_text("a file where the cache directory would go")
+    assert _fresh_load(monkeypatch, tmp_path).model_dump() == CAT.model_dump()
+
+
+def test_group_names_read_from_the_text_are_the_compiled_ones() -> None:
+    """A cached reading skips compiling; the summary check then takes group names from the pattern text."""
+    for sig in CAT.signatures:
+        compiled = set(re.compile(sig.pattern, re.ASCII).groupindex)
+        assert set(_GROUP_NAME.findall(sig.pattern)) == compiled, sig.id
+
+
+def test_a_bad_pattern_is_reported_when_the_reading_is_new() -> None:
+    bad = CAT.model_copy(update={"signatures": [CAT.signatures[0].model_copy(update={"pattern": "(unclosed"})]})
+    with pytest.raises(CatalogueError, match="bad pattern"):
+        _validate(bad)

@@ -19,7 +19,7 @@ import threading
 from pathlib import Path
 from typing import Any, Literal, Protocol, Self
 
-from crashcart.catalogue import Catalogue, hyperscan_expressions, line_pattern, load_catalogue
+from crashcart.catalogue import Catalogue, hyperscan_expressions, line_pattern, load_catalogue, user_cache_dir
 
 MatcherName = Literal["hyperscan", "re"]
 Buffer = bytes | bytearray | memoryview
@@ -109,7 +109,7 @@ def _database(catalogue: Catalogue, sigs: frozenset[int] | None = None) -> Any:
 
 
 def _cache_file(key: str) -> Path:
-    return Path.home() / ".cache" / "crashcart" / f"hyperscan-{key}.db"
+    return user_cache_dir() / f"hyperscan-{key}.db"
 
 
 def _load_cached(key: str) -> Any:
