@@ -32,6 +32,7 @@ OWN = [  # the files this change edits (others edit the rest of the working tree
     "crashcart/text/prefix.py",
     "crashcart/pipeline.py",
     "crashcart/catalogue.py",
+    "crashcart/scan/matcher.py",
 ]
 
 
