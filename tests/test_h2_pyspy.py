@@ -356,3 +356,42 @@ def test_pipeline_stages_waiting_in_p2p_beside_data_parallel_all_reduce_is_no_mi
     ]
     procs = stacks.parse("d.txt", (dump(1, WAIT) + dump(2, WAIT) + dump(3, p2p)).splitlines(), None)
     assert stacks.odd_ones(procs) is None
+
+
+def test_py_spy_json_dumps(tmp_path: Path) -> None:
+    # py-spy dump --json (src/dump.rs serde_json::to_string_pretty of src/stack_trace.rs StackTrace, fields in
+    # declaration order; Python's json.dumps(indent=2) prints the same layout)
+    import json
+
+    def trace(pid: int, main: list[tuple[str, str, int]]) -> dict:  # type: ignore[type-arg]
+        return {
+            "pid": pid,
+            "thread_id": 139887,
+            "thread_name": "MainThread",
+            "os_thread_id": pid,
+            "active": False,
+            "owns_gil": False,
+            "frames": [
+                {
+                    "name": func,
+                    "filename": f"/usr/lib/python3.10/site-packages/{file}",
+                    "module": None,
+                    "short_filename": file,
+                    "line": line,
+                    "locals": None,
+                    "is_entry": True,
+                    "is_shim_entry": True,
+                }
+                for func, file, line in main
+            ],
+            "process_info": {"pid": pid, "command_line": "python -u pretrain.py", "parent": None},
+        }
+
+    text = json.dumps([trace(7, WAIT), trace(8, FETCH), trace(9, WAIT)], indent=2) + "\n"
+    assert stack_tool(text) == "py-spy"
+    (f,) = findings(tmp_path, {"stacks.json": text})
+    assert (
+        f.fields["pid"] == "8" and "DataLoader fetch" in f.summary and "from train_step (pretrain.py:80)" in f.summary
+    )
+    assert f.evidence[0].text.startswith('    "thread_name": "MainThread",')
+    assert '        "name": "_try_get_data",' in f.evidence[0].text.splitlines()

@@ -87,6 +87,8 @@ def stack_tool(text: str) -> Literal["py-spy", "gdb", "faulthandler"] | None:
     first = PYSPY_THREAD.match(firsts[0]) if firsts else None
     if first is not None and first.group("state") and len(firsts) > 1 and PYSPY_FRAME.match(firsts[1]):
         return "py-spy"  # a dump kept from its first thread on
+    if firsts[:1] == ["["] and any(ln.startswith('    "thread_id": ') for ln in lines[:12]):
+        return "py-spy"  # py-spy dump --json (src/dump.rs: serde_json pretty, one object per thread)
     if any(GDB_THREAD.match(ln) for ln in lines[:10]) and any(GDB_FRAME.match(ln) for ln in lines):
         return "gdb"
     if firsts and FH_THREAD.match(firsts[0]):

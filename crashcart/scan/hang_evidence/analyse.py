@@ -27,7 +27,7 @@ from crashcart.ingest.bundle import Bundle, canonical_line
 from crashcart.ingest.hang_kinds import flight_recorder_form
 from crashcart.models import BundleFile, Evidence, Finding, Severity, SkippedFile
 from crashcart.scan.findings import IdSource
-from crashcart.scan.hang_evidence import build, collectives, fr, horovod, ras, stacks
+from crashcart.scan.hang_evidence import build, collectives, fr, horovod, pyspy_json, ras, stacks
 from crashcart.scan.hang_evidence.build import MAX_CULPRITS, finding
 from crashcart.scan.hang_evidence.collectives import KIND_CLASS, Verdict, ranks_text
 
@@ -138,7 +138,8 @@ def _read_one(
         if note == "NCCL RAS report":
             reports.append((bf.path, ras.parse(lines)))
         else:
-            got = [_on(bf, p) for p in stacks.parse(bf.path, lines, bf.rank)]
+            read = pyspy_json.parse if pyspy_json.looks_like(lines) else stacks.parse
+            got = [_on(bf, p) for p in read(bf.path, lines, bf.rank)]
             if not got:
                 raise fr.DumpRefused(f"{note} with no thread in it")
             procs.extend(got)
