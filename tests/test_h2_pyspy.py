@@ -395,3 +395,10 @@ def test_py_spy_json_dumps(tmp_path: Path) -> None:
     )
     assert f.evidence[0].text.startswith('    "thread_name": "MainThread",')
     assert '        "name": "_try_get_data",' in f.evidence[0].text.splitlines()
+
+
+def test_a_faulthandler_dump_right_after_a_py_spy_dump_is_read_too() -> None:
+    text = dump(1, WAIT).rstrip("\n").rsplit("\n", 2)[0] + "\n"  # no pin-memory thread: the dump ends on a frame
+    text += 'Current thread 0x00007f3a2e1b4740 (most recent call first):\n  File "/job/train.py", line 131 in load\n'
+    procs = stacks.parse("mixed.log", text.splitlines(), None)
+    assert [p.tool for p in procs] == ["py-spy", "faulthandler"]

@@ -192,8 +192,7 @@ def parse(path: str, lines: Sequence[str], file_rank: int | None) -> list[Proces
             thread.frames.append(Frame(m.group("func"), m.group("file"), n, m.group("line") or "?"))
             continue
         if cur is not None and cur.tool == "py-spy" and thread is not None and ln.strip() and ln[:1] not in " \t":
-            thread = None  # the dump ended (a separator, the log again): no frame follows
-            continue
+            thread = None  # the dump ended (a separator, the log again): no frame follows; the line is read on
         if tm := _FH_TIMEOUT.match(ln):
             timeout = (tm.group("after"), n)
             thread = None
