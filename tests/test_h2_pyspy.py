@@ -198,6 +198,7 @@ def test_launchers_and_dataloader_workers_are_not_compared(tmp_path: Path) -> No
         (Frame("synchronize", "horovod/torch/mpi_ops.py", 1), True),
         (Frame("synchronize", "torch/cuda/__init__.py", 1), True),
         (Frame("ncclGroupEnd", "/usr/lib/x86_64-linux-gnu/libnccl.so.2", 1), True),
+        (Frame("_write_files_from_queue", "torch/distributed/checkpoint/filesystem.py", 1), False),  # file I/O
         (
             Frame(
                 "record.<locals>.wrap.<locals>.wrapper",
@@ -402,3 +403,19 @@ def test_a_faulthandler_dump_right_after_a_py_spy_dump_is_read_too() -> None:
     text += 'Current thread 0x00007f3a2e1b4740 (most recent call first):\n  File "/job/train.py", line 131 in load\n'
     procs = stacks.parse("mixed.log", text.splitlines(), None)
     assert [p.tool for p in procs] == ["py-spy", "faulthandler"]
+
+
+def test_a_rank_writing_a_distributed_checkpoint_is_in_file_io_not_a_collective() -> None:
+    # torch/distributed/checkpoint/filesystem.py (DCP's writer) under dcp.save: the rank writes, the others wait
+    save = [
+        ("write", "<frozen io>", 0),
+        ("_write_item", "torch/distributed/checkpoint/filesystem.py", 165),
+        ("_write_files_from_queue", "torch/distributed/checkpoint/filesystem.py", 303),
+        ("save", "torch/distributed/checkpoint/state_dict_saver.py", 144),
+        ("save_ckpt", "pretrain.py", 99),
+        ("<module>", "pretrain.py", 120),
+    ]
+    procs = stacks.parse("d.txt", (dump(1, WAIT) + dump(2, save) + dump(3, WAIT)).splitlines(), None)
+    odd = stacks.odd_ones(procs)
+    assert odd is not None and [p.pid for p in odd.culprits] == ["2"]
+    assert odd.culprit_place.where.startswith("file I/O at ") and odd.culprit_place.known

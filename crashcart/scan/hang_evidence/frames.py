@@ -29,10 +29,12 @@ class FrameLike(Protocol):
     def file(self) -> str: ...
 
 
-# Python files whose frames are a wait on the other ranks (torch.distributed but its elastic launcher, DeepSpeed's
-# comm layer, Megatron's pipeline p2p, Horovod's ops), and torch.cuda's synchronize
+# Python files whose frames are a wait on the other ranks (torch.distributed but its elastic launcher and its
+# checkpoint writer, whose own collectives go through distributed_c10d; DeepSpeed's comm layer, Megatron's pipeline
+# p2p, Horovod's ops), and torch.cuda's synchronize
 _WAIT_FILE = re.compile(
-    r"(?:^|/)torch/distributed/(?!elastic/|run\.py|launch\.py|launcher/)|(?:^|/)distributed_c10d\.py$|c10d_logger\.py$"
+    r"(?:^|/)torch/distributed/(?!elastic/|run\.py|launch\.py|launcher/|checkpoint/)|(?:^|/)distributed_c10d\.py$"
+    r"|c10d_logger\.py$"
     r"|(?:^|/)deepspeed/comm/|p2p_communication\.py$|(?:^|/)horovod/(?:torch|tensorflow|keras|_keras|mxnet|common)/"
 )
 _CUDA_SYNC_FILE = re.compile(r"(?:^|/)torch/cuda/(?:__init__|streams)\.py$")
@@ -164,8 +166,8 @@ def activity(frames: Sequence[FrameLike]) -> str | None:
         return "waiting on another process (multiprocessing)"
     if top in {"threading", "queue"} and name in {"acquire", "wait", "get", "join", "_wait_for_tstate_lock"}:
         return "lock or condition wait"
-    if inner.file.endswith("torch/serialization.py") or top in {"pickle", "shutil", "io", "_pyio", "gzip", "tarfile"}:
-        return "file I/O"
+    if top in {"pickle", "shutil", "io", "_pyio", "gzip", "tarfile"} or any(_SAVE.search(f.file) for f in py[:4]):
+        return "file I/O"  # torch.save/load, a distributed checkpoint's writer, safetensors
     if top in {"socket", "selectors", "ssl", "http", "urllib"}:
         return "network I/O"
     if top == "subprocess":
@@ -187,6 +189,7 @@ def telling(frames: Sequence[FrameLike]) -> int | None:
 
 
 _DATALOADER = "torch/utils/data/dataloader.py"
+_SAVE = re.compile(r"torch/serialization\.py$|torch/distributed/checkpoint/|(?:^|/)safetensors/")
 _GENERATE = frozenset({"generate", "_sample", "greedy_search", "beam_search", "_beam_search"})
 
 
