@@ -58,6 +58,10 @@ _PROMPT = re.compile(
     r"(?:^|\s|\[)[\w.-]+@(?P<host>[A-Za-z][\w-]*(?:\.[\w-]+)*)[: ][^$#]*[$#] +(?:sudo +(?:-\S+ +)*)?(?:\S*/)?"
     r"py-spy +dump\b"
 )
+# A literal of every line that can open a dump or change the parser's state outside one (process, Python,
+# thread and stack headers, faulthandler's timeout, a prompt running py-spy): a line without any is skipped
+# unless a thread is open. A new kind of header adds its literal here (tests/test_stack_headers.py checks it).
+HEADER_WORDS = re.compile(r"hread |Process |Python v|Stack \(|Timeout \(|py-spy")
 _FH_THREAD = FH_THREAD
 _FH_STACK = re.compile(r"^Stack \(most recent call first\):\s*$")
 # CPython Modules/faulthandler.c format_timeout: dump_traceback_later's watchdog fired, "Timeout (H:MM:SS[.us])!"
@@ -148,6 +152,8 @@ def parse(path: str, lines: Sequence[str], file_rank: int | None) -> list[Proces
     timeout: tuple[str, int] | None = None
     body, first = (lines._lines, lines.first) if isinstance(lines, Window) else (lines, 1)
     for n, raw in enumerate(body, start=first):
+        if thread is None and not HEADER_WORDS.search(raw):
+            continue  # outside a dump only a header line changes anything (a 4 MiB tail is ~20 k log lines)
         pre = split_prefix(raw)
         ln = pre.rest
         rank = pre.rank if pre.rank is not None else fallback
