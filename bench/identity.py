@@ -33,6 +33,7 @@ OWN = [  # the files this change edits (others edit the rest of the working tree
     "crashcart/pipeline.py",
     "crashcart/catalogue.py",
     "crashcart/scan/matcher.py",
+    "crashcart/scan/hang_evidence/stacks.py",
 ]
 
 
