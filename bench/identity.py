@@ -34,6 +34,7 @@ OWN = [  # the files this change edits (others edit the rest of the working tree
     "crashcart/catalogue.py",
     "crashcart/scan/matcher.py",
     "crashcart/scan/hang_evidence/stacks.py",
+    "crashcart/scan/hang_evidence/analyse.py",
 ]
 
 

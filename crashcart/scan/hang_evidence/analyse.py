@@ -38,6 +38,8 @@ MAX_LOG_TOTAL = 256 * 1024 * 1024
 TAIL_BYTES = 4 * 1024 * 1024  # of a larger log, its end is searched (where a hung job's dump lands)
 MAX_TAIL_TOTAL = 128 * 1024 * 1024
 _FH_MARK = b"(most recent call first):"
+_HEADER_WORDS = re.compile(stacks.HEADER_WORDS.pattern.encode())
+HEAD_CONTEXT = 64  # lines of a large log's tail kept before its first dump header (what precedes a dump)
 # py-spy's dump (src/dump.rs): "Process <pid>: <cmdline>", "Python v<version> (<exe>)", "Thread <tid> (<state>)...": a
 # log that a dump was pasted into (or redirected into) is read for it too (issue 14, plain-log hang evidence)
 _PYSPY_MARK = re.compile(
@@ -86,9 +88,9 @@ def scan_hang_evidence(bundle: Bundle, ids: IdSource) -> HangScan:
         pyspy = (b"Python v" in data or b'"MainThread"' in data) and _PYSPY_MARK.search(data) is not None
         lines: Sequence[str] | None = None
         if _FH_MARK in data or pyspy:
-            lines = _window(data, first, max_line)
+            dumped = _window(*_from_first_header(data, first), max_line) if first > 1 else _window(data, 1, max_line)
             tools = {"faulthandler", "py-spy"} if pyspy else {"faulthandler"}
-            procs.extend(_on(bf, p) for p in stacks.parse(bf.path, lines, bf.rank) if p.tool in tools)
+            procs.extend(_on(bf, p) for p in stacks.parse(bf.path, dumped, bf.rank) if p.tool in tools)
         if horovod.MARK in data:
             lines = lines or _window(data, first, max_line)
             stalls.extend((bf.path, lines, st) for st in horovod.parse(lines)[-1:])  # it repeats: the last
@@ -164,6 +166,21 @@ def _tail(bundle: Bundle, path: str, phys: Path) -> tuple[int, bytes] | None:
         data = data[data.find(b"\n") + 1 :] if b"\n" in data else b""  # from the first whole line on
     count = data.count(b"\n") + (0 if data.endswith(b"\n") or not data else 1)
     return (total - count + 1, data) if data and count <= total else None
+
+
+def _from_first_header(data: bytes, first: int) -> tuple[bytes, int]:
+    """A log tail from ``HEAD_CONTEXT`` lines before its first line holding a dump header word on (the lines
+    before can change nothing: ``stacks.parse`` skips them), with that line's number: a 4 MiB tail is
+    ~20 k lines, a dump at its end a few hundred."""
+    m = _HEADER_WORDS.search(data)
+    if m is None:
+        return b"", first + data.count(b"\n")
+    start = data.rfind(b"\n", 0, m.start()) + 1
+    for _ in range(HEAD_CONTEXT):
+        if start == 0:
+            break
+        start = data.rfind(b"\n", 0, start - 1) + 1
+    return data[start:], first + data.count(b"\n", 0, start)
 
 
 def _window(data: bytes, first: int, max_line: int) -> Sequence[str]:
