@@ -294,15 +294,25 @@ def attribute(findings: list[Finding], topo: Topology, files: list[BundleFile] |
     out = _under_prompts(out)
     if len(crash_ranks) == 1:  # the worker that died of a signal printed the crash lines nobody claims
         crashed = next(iter(crash_ranks))
+        aborts = {(f.evidence[0].file, f.evidence[0].line) for f in out if f.signature == "native.terminate_called"}
         out = [
             f.model_copy(update={"rank": crashed})
-            if f.class_id == "native_crash_segfault_abort"
+            if (f.class_id == "native_crash_segfault_abort" or _what_of(f, aborts))
             and (f.rank is None or f.id in guessed)
             and not f.signature.startswith("kernel.")
             else f
             for f in out
         ]
     return out
+
+
+WHAT_AFTER = 3  # lines: libstdc++'s terminate handler prints the exception's what() right after its own line
+
+
+def _what_of(f: Finding, aborts: set[tuple[str, int]]) -> bool:
+    """Whether ``f`` is the ``what()`` of a "terminate called after throwing" line just above it (same process)."""
+    ev = f.evidence[0]
+    return any((ev.file, ev.line - k) in aborts for k in range(1, WHAT_AFTER + 1))
 
 
 def local_to_global(topo: Topology) -> dict[int, int]:

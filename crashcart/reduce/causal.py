@@ -254,6 +254,20 @@ def _last_text(f: Finding) -> str:
     return prefix.view(f.evidence[-1].text.rsplit("\n", 1)[-1]).rest.strip()
 
 
+def _what_lines(findings: list[Finding]) -> dict[str, set[int]]:
+    """File -> lines of specific root-candidate errors: libstdc++'s ``__verbose_terminate_handler``
+    (vterminate.cc) prints "terminate called after throwing an instance of 'T'" and then the exception's
+    own ``what()`` on the next line, so an error found there is what the process died of."""
+    out: dict[str, set[int]] = defaultdict(set)
+    for f in findings:
+        if f.role == "root_candidate" and f.class_id not in _NOT_CARRIED and not f.signature.startswith("generic."):
+            out[f.evidence[0].file].add(f.evidence[0].line)
+    return out
+
+
+_NOT_CARRIED = frozenset({"native_crash_segfault_abort", "unknown", "python_exception_rank_crash"})
+
+
 def teardown_aborts(findings: list[Finding]) -> dict[str, str]:
     """Finding id -> why: aborts that are a collective failure taking its own process down (TAXONOMY §1
     rule 5). A rank's abort after its own watchdog timeout or peer loss is a consequence, never a root."""
@@ -265,10 +279,14 @@ def teardown_aborts(findings: list[Finding]) -> dict[str, str]:
             if f.rank is not None:
                 symptom_ranks.add(f.rank)
     out: dict[str, str] = _summary_reprints(findings)
+    carried = _what_lines(findings)
     for f in findings:
         if not _is_abort(f):
             continue
         ev = f.evidence[0]
+        if f.signature == "native.terminate_called" and any(0 < n - ev.line <= ABORT_AFTER for n in carried[ev.file]):
+            out[f.id] = "the C++ terminate handler printing the error its what() line names"
+            continue
         near = [
             (n, r)
             for n, r in symptoms.get(ev.file, [])
