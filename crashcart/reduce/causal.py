@@ -161,6 +161,9 @@ def picture(findings: list[Finding], topo: Topology) -> Picture:
         if odd and len(odd) < len(ops):
             pic.suspects.update(odd)
             pic.suspect_kind = "desync"
+    if pic.suspect_kind != "desync" and (odd_size := _odd_sizes(wd)):
+        pic.suspects.update(odd_size)
+        pic.suspect_kind = "desync"
     for name, values in (("last completed work", dones), ("SeqNum", seqs)):
         if len(set(values.values())) > 1 and pic.suspect_kind != "desync":
             usual, _ = Counter(values.values()).most_common(1)[0]
@@ -169,6 +172,29 @@ def picture(findings: list[Finding], topo: Topology) -> Picture:
                 pic.suspects.update(low)
                 pic.suspect_kind = pic.suspect_kind or "lagging"
     return pic
+
+
+def _odd_sizes(wd: list[Finding]) -> dict[int, str]:
+    """Ranks whose timed-out collective has another size than most ranks' same one: ProcessGroupNCCL's
+    ``WorkNCCL(SeqNum=s, OpType=op, NumelIn=n, ...)`` names the collective and its input size, so one SeqNum
+    with two NumelIn values is ranks running different collectives (TAXONOMY class 4: a shape mismatch)."""
+    sizes: dict[tuple[str, str], dict[int, str]] = defaultdict(dict)
+    for f in wd:
+        seq, op, numel = f.fields.get("seq"), f.fields.get("op"), f.fields.get("numel_in")
+        if f.rank is not None and seq and op and numel:
+            sizes[seq, op].setdefault(f.rank, numel)
+    out: dict[int, str] = {}
+    for (seq, op), by_rank in sizes.items():
+        usual, n = Counter(by_rank.values()).most_common(1)[0]
+        if len(set(by_rank.values())) > 1 and n > len(by_rank) / 2:  # a clear majority says what the size is
+            out.update(
+                {
+                    r: f"ran {op} #{seq} with {v} elements where the others had {usual}"
+                    for r, v in by_rank.items()
+                    if v != usual
+                }
+            )
+    return out
 
 
 def _per_rank(findings: list[Finding], key: str) -> dict[int, int]:
