@@ -88,7 +88,7 @@ def scan_hang_evidence(bundle: Bundle, ids: IdSource) -> HangScan:
         pyspy = (b"Python v" in data or b'"MainThread"' in data) and _PYSPY_MARK.search(data) is not None
         lines: Sequence[str] | None = None
         if _FH_MARK in data or pyspy:
-            dumped = _window(*_from_first_header(data, first), max_line)  # a small log too: its dump is at its end
+            dumped = _window(*_from_first_header(data, first), max_line)  # a small log too: no line before counts
             tools = {"faulthandler", "py-spy"} if pyspy else {"faulthandler"}
             procs.extend(_on(bf, p) for p in stacks.parse(bf.path, dumped, bf.rank) if p.tool in tools)
         if horovod.MARK in data:
