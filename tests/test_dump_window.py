@@ -1,5 +1,6 @@
-"""A large log's tail is parsed for stack dumps from shortly before its first header word on: the processes,
-threads and frames found (with their line numbers) are the ones a parse of the whole tail finds."""
+"""A large log's tail without a py-spy dump is parsed for faulthandler dumps from shortly before its first
+faulthandler header on: the processes, threads and frames kept (with their line numbers) are the ones a parse
+of the whole tail keeps; a tail with a py-spy dump is parsed whole."""
 
 from __future__ import annotations
 
@@ -60,26 +61,36 @@ def _tail(seed: int) -> tuple[bytes, int]:
     return ("\n".join(lines) + "\n").encode(), rng.randrange(2, 50_000)
 
 
+def _kept(data: bytes, first: int, pyspy: bool) -> list[object]:
+    tools = {"faulthandler", "py-spy"} if pyspy else {"faulthandler"}
+    procs = stacks.parse("rank-3.log", analyse._window(data, first, 65536), 3)
+    return _project([p for p in procs if p.tool in tools])
+
+
 @pytest.mark.parametrize("seed", range(40))
-def test_a_tail_from_its_first_header_finds_what_the_whole_tail_finds(seed: int) -> None:
+def test_a_tail_from_its_first_header_keeps_what_the_whole_tail_keeps(seed: int) -> None:
     data, first = _tail(seed)
-    whole = stacks.parse("rank-3.log", analyse._window(data, first, 65536), 3)
-    part, at = analyse._from_first_header(data, first)
+    pyspy = b"Python v" in data and analyse._PYSPY_MARK.search(data) is not None
+    part, at = analyse._from_first_header(data, first, pyspy)
     assert at >= first and data.endswith(part)
-    narrowed = stacks.parse("rank-3.log", analyse._window(part, at, 65536), 3)
-    assert _project(narrowed) == _project(whole)
-    assert whole  # every tail holds a dump
+    assert _kept(part, at, pyspy) == _kept(data, first, pyspy)
+    assert _kept(data, first, pyspy)  # every tail holds a dump
 
 
-def test_a_tail_without_a_header_word_is_empty() -> None:
-    data = ("\n".join(LOG) + "\n").encode()
-    assert analyse._from_first_header(data, 10) == (b"", 10 + len(LOG))
+def test_a_tail_with_a_py_spy_dump_is_kept_whole() -> None:
+    data = ("\n".join(LOG * 50 + FAULTHANDLER + PYSPY) + "\n").encode()
+    assert analyse._from_first_header(data, 7, True) == (data, 7)
 
 
 def test_the_kept_part_starts_on_a_line_boundary_before_the_header() -> None:
     data = ("\n".join(LOG * 100 + FAULTHANDLER) + "\n").encode()
-    part, at = analyse._from_first_header(data, 1)
+    part, at = analyse._from_first_header(data, 1, False)
     lines = data.split(b"\n")
     assert lines[at - 1 :] == part.split(b"\n")
-    header_at = 1 + len(LOG) * 100
+    header_at = 2 + len(LOG) * 100  # the thread header under faulthandler's "Timeout (...)!" line
     assert at == header_at - analyse.HEAD_CONTEXT
+
+
+def test_a_tail_without_a_faulthandler_header_is_kept_whole() -> None:
+    data = ("\n".join(LOG) + "\n").encode()
+    assert analyse._from_first_header(data, 10, False) == (data, 10)

@@ -38,7 +38,6 @@ MAX_LOG_TOTAL = 256 * 1024 * 1024
 TAIL_BYTES = 4 * 1024 * 1024  # of a larger log, its end is searched (where a hung job's dump lands)
 MAX_TAIL_TOTAL = 128 * 1024 * 1024
 _FH_MARK = b"(most recent call first):"
-_HEADER_WORDS = re.compile(stacks.HEADER_WORDS.pattern.encode())
 HEAD_CONTEXT = 64  # lines of a large log's tail kept before its first dump header (what precedes a dump)
 # py-spy's dump (src/dump.rs): "Process <pid>: <cmdline>", "Python v<version> (<exe>)", "Thread <tid> (<state>)...": a
 # log that a dump was pasted into (or redirected into) is read for it too (issue 14, plain-log hang evidence)
@@ -88,7 +87,9 @@ def scan_hang_evidence(bundle: Bundle, ids: IdSource) -> HangScan:
         pyspy = (b"Python v" in data or b'"MainThread"' in data) and _PYSPY_MARK.search(data) is not None
         lines: Sequence[str] | None = None
         if _FH_MARK in data or pyspy:
-            dumped = _window(*_from_first_header(data, first), max_line)  # a small log too: no line before counts
+            dumped = _window(
+                *_from_first_header(data, first, pyspy), max_line
+            )  # a small log too: no line before counts
             tools = {"faulthandler", "py-spy"} if pyspy else {"faulthandler"}
             procs.extend(_on(bf, p) for p in stacks.parse(bf.path, dumped, bf.rank) if p.tool in tools)
         if horovod.MARK in data:
@@ -168,14 +169,15 @@ def _tail(bundle: Bundle, path: str, phys: Path) -> tuple[int, bytes] | None:
     return (total - count + 1, data) if data and count <= total else None
 
 
-def _from_first_header(data: bytes, first: int) -> tuple[bytes, int]:
-    """A log tail from ``HEAD_CONTEXT`` lines before its first line holding a dump header word on (the lines
-    before can change nothing: ``stacks.parse`` skips them), with that line's number: a 4 MiB tail is
-    ~20 k lines, a dump at its end a few hundred."""
-    m = _HEADER_WORDS.search(data)
-    if m is None:
-        return b"", first + data.count(b"\n")
-    start = data.rfind(b"\n", 0, m.start()) + 1
+def _from_first_header(data: bytes, first: int, pyspy: bool) -> tuple[bytes, int]:
+    """A log tail from ``HEAD_CONTEXT`` lines before its first faulthandler header on, with that line's number
+    (a 4 MiB tail is ~20 k lines, a dump at its end a few hundred). Only faulthandler's processes are kept
+    from a tail without a py-spy dump, and each of them starts at a header holding ``_FH_MARK`` (its
+    ``Timeout (...)!`` line just above), so the lines before change nothing; with a py-spy dump, all of it."""
+    at = -1 if pyspy else data.find(_FH_MARK)
+    if at < 0:
+        return data, first
+    start = data.rfind(b"\n", 0, at) + 1
     for _ in range(HEAD_CONTEXT):
         if start == 0:
             break
