@@ -23,6 +23,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from crashcart.models import FileKind, Role, Severity
+from crashcart.text import template
 
 ClassRole = Literal["root_candidate", "cascade", "teardown", "confirmation", "verdict"]  # verdict: no_failure
 Block = Literal["traceback", "torchrun_summary"]
@@ -115,11 +116,6 @@ _UNKNOWN_SXID = XidEntry(
 )
 
 
-class _Missing(dict[str, str]):
-    def __missing__(self, key: str) -> str:
-        return "?"
-
-
 class Catalogue(BaseModel):
     """Signatures (index = position, used as hyperscan id), Xid/SXid tables and class metadata."""
 
@@ -158,8 +154,9 @@ class Catalogue(BaseModel):
         return {k: v for k, v in m.groupdict().items() if v is not None}
 
     def summarize(self, sig_index: int, fields: Mapping[str, str]) -> str:
-        """The signature's summary template filled from ``fields``; missing fields read ``?``."""
-        return self.signatures[sig_index].summary.format_map(_Missing(fields))
+        """The signature's summary template filled from ``fields``; a missing field and the words that only
+        introduce it are left out (``crashcart.text.template``)."""
+        return template.fill(self.signatures[sig_index].summary, fields)
 
     def xid_info(self, code: int) -> XidEntry:
         """The catalogue entry of a GPU Xid; unknown codes get a generic ``unknown`` entry."""

@@ -31,7 +31,7 @@ from crashcart.scan import GpuSeries, Progress, open_scanning, scan
 from crashcart.scan.cluster import Cluster, changed_files, open_cluster
 from crashcart.settings import Settings
 from crashcart.store import Store
-from crashcart.verify import Verified, cited_files, evidence_registry, verify
+from crashcart.verify import Verified, cited_files, evidence_registry, single_node, verify
 
 StageHook = Callable[[str], None]
 
@@ -114,7 +114,8 @@ async def diagnose(
                 if cluster:  # the scan read the files elsewhere: are they still the bytes it hashed?
                     cited = cited_files(diagnosis, registry)
                     changed = await asyncio.to_thread(changed_files, cited, scanned.scans, bundle.physical)
-                verified = await asyncio.to_thread(verify, diagnosis, registry, bundle, changed)
+                one_node = single_node(topo)  # a local rank in an argv is the rank
+                verified = await asyncio.to_thread(verify, diagnosis, registry, bundle, changed, one_node=one_node)
             with _stage("report", t, on_stage):
                 sha = await asyncio.to_thread(fingerprint, bundle, scanned)
                 facts = RunFacts(

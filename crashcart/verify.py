@@ -14,10 +14,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from crashcart.ingest.bundle import Bundle
-from crashcart.models import Citation, Claim, Culprit, Diagnosis, Evidence, Finding, RankLast
+from crashcart.models import Citation, Claim, Culprit, Diagnosis, Evidence, Finding, RankLast, Topology
 from crashcart.scan.hang_evidence import reread
 from crashcart.text.gpuid import canonical_pci
 
+_LOCAL_RANK = re.compile(r"\blocal[_-]rank\b[\s_:=-]*\d+", re.I)
 _PCI_TOKEN = re.compile(r"[0-9a-fA-F]{1,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}(?:\.[0-7])?|busId [0-9a-fA-F]+")
 
 
@@ -63,12 +64,18 @@ def check(
 
 
 def verify(
-    diag: Diagnosis, registry: dict[str, Evidence], bundle: Bundle, changed: Mapping[str, str] | None = None
+    diag: Diagnosis,
+    registry: dict[str, Evidence],
+    bundle: Bundle,
+    changed: Mapping[str, str] | None = None,
+    *,
+    one_node: bool = False,
 ) -> Verified:
     """Check every cited id; fail closed on the root cause.
 
     :param changed: cited files whose bytes changed since the scan (``cited_files``, ``scan.cluster``): path -> why;
-        their citations are not verified, and the notes say why."""
+        their citations are not verified, and the notes say why.
+    :param one_node: the job ran on one node (``single_node``): a local rank in an argv names the rank."""
     ids = _all_ids(diag)
     cites = {i: check(i, registry, bundle, changed) for i in ids}
     ok = {i for i, c in cites.items() if c.verified}
@@ -111,7 +118,7 @@ def verify(
         )
     else:
         texts = [(registry[i].file, registry[i].text) for i in root_ok]
-        culprit, why = _proven_culprit(diag.culprit, texts)
+        culprit, why = _proven_culprit(diag.culprit, texts, one_node)
         notes.extend(why)
         update["culprit"] = culprit
     if dropped:
@@ -135,16 +142,24 @@ def _all_ids(diag: Diagnosis) -> list[str]:
     return list(dict.fromkeys(ids))
 
 
-def rank_named(rank: int, file: str, text: str) -> bool:
-    """Does this file path or line text name ``rank``?"""
+def rank_named(rank: int, file: str, text: str, *, single_node: bool = False) -> bool:
+    """Does this file path or line text name ``rank``?
+
+    A local rank (``--local-rank 3``, ``local_rank: 3``) names a rank only on a single-node job, where it is the
+    global rank: torch.distributed.launch passes ``--local_rank=N`` (torch <= 1.x; ``--local-rank=N`` from 2.0,
+    torch/distributed/launch.py and run.py ``--use-env``), DeepSpeed's launcher ``--local_rank=N``."""
     r = str(rank)
+    local = rf"|--local[_-]rank(?:=|\s+){r}\b" if single_node else ""
     pat = re.compile(
-        rf"(?:\brank[\s_:=-]*{r}\b|\[rank{r}\]|\brnk{r}\b|^\s*{r}!?: |\[\d+,{r}\]<|\bRank {r}\b|\brank\s*:\s*{r}\b"
+        rf"(?:\brank[\s_:=-]*{r}\b{local}"
+        rf"|\[rank{r}\]|\brnk{r}\b|^\s*{r}!?: |\[\d+,{r}\]<|\bRank {r}\b|\brank\s*:\s*{r}\b"
         # Horovod's stall inspector ("2!: [t]", "[missing ranks: 1, 2]", behind mpirun's "[1,0]<stderr>:"),
         # Megatron's straggler report ("MxRtt/Rnk: 1570.32ms/30")
         rf"|\bmissing ranks:(?: \d+,)* {r}\b|\]<std(?:err|out)>:{r}!?: \[|\bMxRtt/Rnk: [\d.]+ms/{r}\b)",
         re.I | re.M,
     )
+    if not single_node:
+        text = _LOCAL_RANK.sub(" ", text)  # "--local-rank 3" is no "rank 3" on several nodes
     return bool(pat.search(text) or pat.search(file.replace("/", " ")))
 
 
@@ -164,14 +179,21 @@ def gpu_named(gpu: str, text: str) -> bool:
     return any(canonical_pci(tok.removeprefix("busId ")) == gpu for tok in _PCI_TOKEN.findall(text))
 
 
-def _proven_culprit(c: Culprit, texts: list[tuple[str, str]]) -> tuple[Culprit, list[str]]:
+def single_node(topo: Topology) -> bool:
+    """The job ran on one node as far as the bundle tells (a local rank is then the global rank): at most one node
+    named, and no rank whose local rank differs from it."""
+    nodes = set(topo.nodes) | {i.node for i in topo.ranks.values() if i.node}
+    return len(nodes) <= 1 and all(i.local_rank in (None, r) for r, i in topo.ranks.items())
+
+
+def _proven_culprit(c: Culprit, texts: list[tuple[str, str]], one_node: bool = False) -> tuple[Culprit, list[str]]:
     """Keep only the culprit fields that a verified root citation (its text or path) names."""
     notes = []
     node, rank, gpu = c.node, c.rank, c.gpu
     if node and not any(node_named(node, f, t) for f, t in texts):
         notes.append(f"culprit node {node} is not named in the verified evidence; not shown")
         node = None
-    if rank is not None and not any(rank_named(rank, f, t) for f, t in texts):
+    if rank is not None and not any(rank_named(rank, f, t, single_node=one_node) for f, t in texts):
         notes.append(f"culprit rank {rank} is not named in the verified evidence; not shown")
         rank = None
     if gpu and not any(gpu_named(gpu, t) for _, t in texts):

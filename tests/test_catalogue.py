@@ -325,11 +325,28 @@ def test_extract_returns_only_groups_that_matched() -> None:
     assert CAT.extract(i, "nothing to see here") is None
 
 
-def test_summarize_fills_missing_fields_with_question_marks() -> None:
+def test_summarize_leaves_out_missing_fields_and_the_words_that_introduce_them() -> None:
     i = CAT.index["nccl.watchdog_timeout"]
-    assert CAT.summarize(i, {"rank": "3", "op": "ALLREDUCE"}) == (
-        "Rank 3: ALLREDUCE #? timed out after ? ms (timeout ? ms)"
+    assert CAT.summarize(i, {"rank": "3", "op": "ALLREDUCE"}) == "Rank 3: ALLREDUCE timed out"
+    assert CAT.summarize(i, {"rank": "3", "op": "ALLREDUCE", "seq": "7", "ran_ms": "5", "timeout_ms": "4"}) == (
+        "Rank 3: ALLREDUCE #7 timed out after 5 ms (timeout 4 ms)"
     )
+    frame = CAT.index["native.frame0"]  # alternatives side by side: the one present stands for them
+    assert CAT.summarize(frame, {"func": "__GI_raise"}) == "innermost frame: __GI_raise"
+    root = CAT.index["torchrun.root_cause"]
+    assert (
+        CAT.summarize(root, {"exitcode": "1"}) == "torchrun root cause (first failure seen by this agent), exit code 1"
+    )
+
+
+@pytest.mark.parametrize(("index", "sig"), SIGS, ids=SIG_IDS)
+def test_examples_summarize_without_a_lone_question_mark(index: int, sig: Signature) -> None:
+    """A field a line did not give is left out, never shown as ``?`` (issue 14; a ``?`` in the template's own
+    words, "(/dev/shm too small?)", is text)."""
+    for ex in sig.examples:
+        text = CAT.summarize(index, CAT.extract(index, ex.text) or {})
+        assert text and not re.search(r"(?:^|[\s(#:/])\?(?=$|[\s)%,:/])", text), (ex.text, text)
+        assert "\x00" not in text and "()" not in text
 
 
 def test_class_title() -> None:

@@ -215,6 +215,24 @@ def is_work(desc: str) -> bool:
     return bool(desc) and _TRAIN_DESC.search(desc) is None and _WORK_DESC.search(desc) is not None
 
 
+def bar_step(bar: Finding, findings: list[Finding]) -> str:
+    """What a bar without a description counts: the step its rank announced last before it in its file, when no
+    training step and no end of that step lies between. HF Trainer's bars have no description (transformers
+    trainer_callback.py ProgressCallback: tqdm(total=...)); its evaluation_loop logs "***** Running Evaluation
+    *****" before the evaluation bar, and log_metrics "***** eval metrics *****" after it."""
+    ev = bar.evidence[0]
+    step = ""
+    before = [
+        f for f in findings if f.rank == bar.rank and f.evidence[0].file == ev.file and f.evidence[0].line < ev.line
+    ]
+    for f in sorted(before, key=lambda f: f.evidence[0].line):
+        if f.signature == "progress.step_announced":
+            step = f.fields.get("step", "")
+        elif f.signature in _STEP_SIGNATURES or f.signature == "progress.step_done":
+            step = ""  # training went on, or the announced step ended, before this bar
+    return step
+
+
 def long_bars(findings: list[Finding], waiting: list[Finding], limit_ms: int | None) -> list[Finding]:
     """Bars of non-collective work, not on a waiting rank, whose elapsed time reaches the collective's timeout."""
     if limit_ms is None:
@@ -225,7 +243,7 @@ def long_bars(findings: list[Finding], waiting: list[Finding], limit_ms: int | N
         if f.signature != "progress.tqdm" or (f.rank is not None and f.rank in waited):
             continue
         bar = bar_of(f.evidence[0].text)
-        if bar is None or not is_work(bar[0]) or bar[1] * 1000 < REACHES * limit_ms:
+        if bar is None or not is_work(bar[0] or bar_step(f, findings)) or bar[1] * 1000 < REACHES * limit_ms:
             continue
         out.append((bar[1], f))
     out.sort(key=lambda x: (-x[0], x[1].evidence[0].file, x[1].evidence[0].line))
@@ -313,7 +331,8 @@ def hang_candidate(findings: list[Finding], topo: Topology, last: dict[int, Rank
         bar = bar_of(f.evidence[0].text)
         assert bar is not None
         who = f"rank {f.rank}" if f.rank is not None else "a rank"
-        summary = f"{who} was still busy with “{bar[0][:60]}” after {bar[1] / 60:.1f} min, outside any collective"
+        what = bar[0] or bar_step(f, findings)
+        summary = f"{who} was still busy with “{what[:60]}” after {bar[1] / 60:.1f} min, outside any collective"
         chosen.append(_as_root(f, HANG, summary))
         if limit is not None:
             reasons.append(f"{summary}; the others waited in a collective with a {limit / 1000:.0f} s timeout")

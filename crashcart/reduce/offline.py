@@ -30,6 +30,7 @@ from crashcart.reduce.hangs import (
 )
 from crashcart.reduce.host import host_suspects, stale_gpu_memory, switch_endpoint
 from crashcart.reduce.memory import killed_work, named_nodes
+from crashcart.reduce.prolog import prolog_node
 from crashcart.reduce.smells import (
     CONNECT_CLASSES,
     SMELL_SCORE,
@@ -55,6 +56,7 @@ def _decide(groups: list[Group], findings: list[Finding], topo: Topology, last: 
     findings = trusted_times(findings)  # an inherited time the file's next clock contradicts is no time
     pic = picture(findings, topo)
     cands = candidates(groups, findings)
+    prolog_node(cands, findings)  # a failed prolog's node, from the lines that name it (reduce/prolog.py)
     mismatch = versions(findings)
     if mismatch is not None:
         key, odd, evidence = mismatch
