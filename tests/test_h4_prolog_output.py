@@ -267,3 +267,27 @@ def test_frame_zero_lines(line: str, named: str) -> None:
     i = cat.index["native.frame0"]
     fields = cat.extract(i, line)
     assert fields is not None and named in cat.summarize(i, fields)
+
+
+# --- scontrol show node: a record's reason names its node on the record's first line (capability 3) ------------
+
+# slurm 23.02 src/scontrol/info_node.c (slurm_sprint_node_table): "NodeName=%s Arch=%s ..." then indented lines
+SCONTROL = """\
+NodeName=gpu06 Arch=x86_64 CoresPerSocket=32
+   CPUAlloc=0 CPUEfctv=64 CPUTot=64 CPULoad=0.01
+   State=IDLE ThreadsPerCore=2 TmpDisk=0 Weight=1 Owner=N/A MCS_label=N/A
+
+NodeName=gpu07 Arch=x86_64 CoresPerSocket=32
+   CPUAlloc=0 CPUEfctv=64 CPUTot=64 CPULoad=0.01
+   State=IDLE+DRAIN ThreadsPerCore=2 TmpDisk=0 Weight=1 Owner=N/A MCS_label=N/A
+   Partitions=gpu
+   Reason=Prolog error [slurm@2023-06-01T10:00:01]
+"""
+
+
+def test_a_drained_nodes_record_names_the_node_of_the_prolog_failure(tmp_path: Path, settings: Settings) -> None:
+    out = run_files(tmp_path / "b", {"slurmd.log": LOG_FILE, "scontrol_show_node.txt": SCONTROL}, settings)
+    root = out.document.root_cause
+    assert root.class_ == "slurm_node_failure" and root.culprit.node == "gpu07"
+    record = next(c for c in root.citations if c.file == "scontrol_show_node.txt")
+    assert (record.line, record.end_line) == (5, 9) and record.verified  # gpu07's record, not gpu06's

@@ -16,7 +16,8 @@ Output: the same findings, refined, plus any new ones, in line order. Pure apart
   ``Gradient overflow. Skipping step``): a scale halving step after step down to its floor, or overflow skips
   running to the end of the log, make ``fp16_loss_scale_overflow`` a root, not an info line.
 - Wrapped lines: ``crashcart.scan.wrapped``; a Slurm prolog's shell error on its own lines: ``script_output``;
-  the first frame after a faulthandler/glog stack header: ``first_frame``.
+  the first frame after a faulthandler/glog stack header: ``first_frame``; an scontrol node record's node:
+  ``scontrol``.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from collections.abc import Callable
 from crashcart.catalogue import Catalogue
 from crashcart.ingest.bundle import Bundle
 from crashcart.models import BundleFile, Evidence, Finding
-from crashcart.scan import first_frame, script_output, wrapped
+from crashcart.scan import first_frame, scontrol, script_output, wrapped
 from crashcart.scan.wrapped import Maker
 from crashcart.text import prefix
 
@@ -68,6 +69,7 @@ def refine(
     out = wrapped.add_wrapped(cat, bundle, bf, out, make)
     out = script_output.stitch(cat, bundle, bf, out, make)  # a Slurm script's shell error on the lines around
     out = first_frame.first_frames(cat, bundle, bf, out, evidence_id)  # a stack header's first frame
+    out = scontrol.record_nodes(bundle, bf, out, evidence_id)  # a node record's reason names its NodeName
     return sorted(out, key=lambda f: f.evidence[0].line)
 
 
