@@ -212,6 +212,12 @@ def count_rows(path: Path) -> dict[str, int]:
 # --- round trips -----------------------------------------------------------------------------------
 
 
+def test_a_source_path_that_is_not_utf8_is_stored_escaped(store: Store) -> None:
+    source = "/bundles/job-\udcff\udcfe.tar.gz"  # b"job-\xff\xfe" as Python hands a non-UTF-8 argv to a program
+    incident_id = save(store, make_document(), source=source)
+    assert store.get(incident_id).source == "/bundles/job-\\xff\\xfe.tar.gz"
+
+
 def test_save_then_get_round_trips(store: Store) -> None:
     document = make_document()
     finding = make_finding()

@@ -150,7 +150,8 @@ class Store:
     ) -> str:
         """Store one run, atomically. A bundle seen before (same sha256) gets a new run.
 
-        :param source: where the bundle came from (a path, a Slack file, a job id)
+        :param source: where the bundle came from (a path, a Slack file, a job id); a path's bytes that are
+            not UTF-8 (surrogate-escaped in a ``str`` from argv) are kept as ``\\xNN``
         :returns: the incident id: ``document.incident_id``, or the existing incident's id for a
             bundle seen before (the stored document then carries that id)
         :raises StoreError: nothing of this run was written
@@ -206,7 +207,7 @@ class Store:
                     "run": run,
                     "created_at": now,
                     "engine": document.engine,
-                    "source": source,
+                    "source": printable(source),
                     "document": document.model_dump_json(by_alias=True),
                 }
             )
@@ -433,3 +434,13 @@ def _latest_diagnosis(db: Database, incident_id: str) -> dict[str, Any]:
 def _summaries(db: Database, sql: str, params: Sequence[Any] | dict[str, Any]) -> builtins.list[IncidentSummary]:
     fields = IncidentSummary.model_fields
     return [IncidentSummary.model_validate({name: row[name] for name in fields}) for row in db.query(sql, params)]
+
+
+def printable(text: str) -> str:
+    """``text`` with the bytes Python surrogate-escaped (a non-UTF-8 file name from argv or the file system)
+    written as ``\\xNN``: SQLite stores UTF-8 only, and refusing the run for its path would lose it."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    return text
