@@ -33,6 +33,9 @@ SPECIAL_CLASSES = frozenset({"unknown", "context", "xid", "sxid"})
 #: Fields a summary may name although the pattern does not capture them (the scanner adds them:
 #: the Xid/SXid mnemonic, and the fields of a traceback or torchrun summary block).
 DERIVED_FIELDS = frozenset({"mnemonic"})
+# libstdc++'s __verbose_terminate_handler (vterminate.cc) prints "terminate called after throwing an instance of
+# 'T'" and then "  what():  <e.what()>": the exception's own message within this many lines below (interleaving)
+TERMINATE_WHAT_LINES = 3
 BLOCK_FIELDS: dict[str, frozenset[str]] = {
     "traceback": frozenset({"exception", "message"}),
     "torchrun_summary": frozenset({"rank", "local_rank", "exitcode", "pid", "host", "failure_time"}),

@@ -11,6 +11,7 @@ import functools
 import re
 from collections import Counter, defaultdict
 
+from crashcart.catalogue import TERMINATE_WHAT_LINES
 from crashcart.ingest.manifest import Manifest
 from crashcart.models import BundleFile, Finding, RankInfo, Topology
 from crashcart.text import prefix
@@ -306,13 +307,10 @@ def attribute(findings: list[Finding], topo: Topology, files: list[BundleFile] |
     return out
 
 
-WHAT_AFTER = 3  # lines: libstdc++'s terminate handler prints the exception's what() right after its own line
-
-
 def _what_of(f: Finding, aborts: set[tuple[str, int]]) -> bool:
     """Whether ``f`` is the ``what()`` of a "terminate called after throwing" line just above it (same process)."""
     ev = f.evidence[0]
-    return any((ev.file, ev.line - k) in aborts for k in range(1, WHAT_AFTER + 1))
+    return any((ev.file, ev.line - k) in aborts for k in range(1, TERMINATE_WHAT_LINES + 1))
 
 
 def local_to_global(topo: Topology) -> dict[int, int]:

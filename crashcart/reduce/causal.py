@@ -12,7 +12,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from crashcart.catalogue import load_catalogue
+from crashcart.catalogue import TERMINATE_WHAT_LINES, load_catalogue
 from crashcart.models import Culprit, Finding, Group, RankLast, Topology
 from crashcart.text import prefix
 
@@ -225,7 +225,7 @@ ABORT_SIGNATURES = frozenset(
 )
 COLLECTIVE_SYMPTOMS = WATCHDOG_CLASSES | PEER_CLASSES | {"nccl_watchdog_stuck_heartbeat"}
 ABORT_BEFORE = 40  # lines: how far above an abort its collective failure may be printed
-ABORT_AFTER = 3  # lines: "what():" follows "terminate called"
+ABORT_AFTER = TERMINATE_WHAT_LINES  # lines: "what():" follows "terminate called"
 
 
 def _is_abort(f: Finding) -> bool:
