@@ -161,7 +161,7 @@ def picture(findings: list[Finding], topo: Topology) -> Picture:
         if odd and len(odd) < len(ops):
             pic.suspects.update(odd)
             pic.suspect_kind = "desync"
-    if pic.suspect_kind != "desync" and (odd_size := _odd_sizes(wd)):
+    if pic.suspect_kind != "desync" and (odd_size := _odd_sizes(wd) or _odd_fingerprints(desync)):
         pic.suspects.update(odd_size)
         pic.suspect_kind = "desync"
     for name, values in (("last completed work", dones), ("SeqNum", seqs)):
@@ -195,6 +195,56 @@ def _odd_sizes(wd: list[Finding]) -> dict[int, str]:
                 }
             )
     return out
+
+
+_RUNNING = re.compile(r"Rank (\d+) is running collective: (?=CollectiveFingerPrint\()")
+_FP_PART = re.compile(r"OpType=(\w+)|TensorShape=(\[[^\]]*\])")
+
+
+def _fingerprints(text: str) -> list[tuple[int, str]]:
+    """The (rank, fingerprint) pairs of a ProcessGroupWrapper mismatch message (c10d ProcessGroupWrapper.cpp,
+    ``TORCH_DISTRIBUTED_DEBUG=DETAIL``): "Rank <own> is running collective: CollectiveFingerPrint(...), but Rank
+    <other> is running collective: CollectiveFingerPrint(...)." Each fingerprint is read to its balanced closing
+    parenthesis (older releases nest ``TensorOptions(...)`` in it)."""
+    out: list[tuple[int, str]] = []
+    for m in _RUNNING.finditer(text):
+        depth, i = 0, m.end()
+        for j in range(m.end(), len(text)):
+            depth += {"(": 1, ")": -1}.get(text[j], 0)
+            if depth == 0 and text[j] == ")":
+                i = j + 1
+                break
+        if i > m.end():
+            out.append((int(m.group(1)), text[m.end() : i]))
+    return out
+
+
+def _describe(fp: str) -> str:
+    parts = {k: v for m in _FP_PART.finditer(fp) for k, v in zip(("op", "shape"), m.groups(), strict=True) if v}
+    return " with shape ".join(x for x in (parts.get("op"), parts.get("shape")) if x) or "another collective"
+
+
+def _odd_fingerprints(desync: list[Finding]) -> dict[int, str]:
+    """Ranks whose own collective fingerprint differs from what a clear majority of ranks run. Each rank
+    compares its fingerprint with every rank's and names the first that differs, so the odd rank names rank
+    0 and the others name it: only the fingerprints say which side is odd, and two ranks alone never do.
+    A rank's own fingerprint is the one trusted: the other side of the message is deserialised from what
+    the rank received, and when the serialised lengths differ it is a decoded shape tensor, not a
+    fingerprint."""
+    by_rank: dict[int, str] = {}
+    for f in desync:
+        if pairs := _fingerprints(f.evidence[0].text):
+            by_rank.setdefault(*pairs[0])
+    if len(by_rank) < 3:
+        return {}
+    usual, n = Counter(by_rank.values()).most_common(1)[0]
+    if n <= len(by_rank) / 2:
+        return {}
+    return {
+        r: f"runs {_describe(fp)} where {n} other ranks run {_describe(usual)}"
+        for r, fp in sorted(by_rank.items())
+        if fp != usual
+    }
 
 
 def _per_rank(findings: list[Finding], key: str) -> dict[int, int]:

@@ -44,6 +44,8 @@ def _culprit(c: Candidate, topo: Topology, findings: list[Finding] | None = None
         node = next(iter(nodes))  # another line of the same fault says where
     ranks = c.ranks
     rank = first.rank if first.rank is not None and (len(ranks) <= 2 or c.lead is not None) else None
+    if c.class_id == "collective_mismatch_desync" and len(ranks) > 1 and c.lead is None:
+        rank = None  # each side of a mismatch reports the other: only a majority says which one is odd
     if c.lead is not None and first.node:
         node = first.node
     gpu = first.gpu
