@@ -49,6 +49,7 @@ class Picture:
     timed_out: set[int] = field(default_factory=set)
     suspects: dict[int, str] = field(default_factory=dict)  # rank -> why it is not like the others
     suspect_kind: str | None = None  # "missing", "lagging", "desync"
+    suspects_inferred: bool = False  # read from where ranks were, not from a line that says they differ
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -66,6 +67,7 @@ class Candidate:
     penalties: list[str] = field(default_factory=list)
     lead: Finding | None = None  # the finding that speaks for the candidate, when not simply the first
     where: Culprit | None = None  # the place the evidence as a whole names, over the first finding's (host.py)
+    inferred: bool = False  # read from where ranks were (their call sites), not from a line that says so
     class_severity: str = field(init=False)  # the taxonomy's severity of the class (facts speak for the class)
 
     def __post_init__(self) -> None:
@@ -161,9 +163,12 @@ def picture(findings: list[Finding], topo: Topology) -> Picture:
         if odd and len(odd) < len(ops):
             pic.suspects.update(odd)
             pic.suspect_kind = "desync"
-    if pic.suspect_kind != "desync" and (odd_size := _odd_sizes(wd) or _odd_fingerprints(desync)):
-        pic.suspects.update(odd_size)
+    if pic.suspect_kind != "desync" and (odd := _odd_sizes(wd) or _odd_fingerprints(desync)):
+        pic.suspects.update(odd)
         pic.suspect_kind = "desync"
+    if pic.suspect_kind != "desync" and (odd := _odd_sites(wd)):
+        pic.suspects.update(odd)
+        pic.suspect_kind, pic.suspects_inferred = "desync", True
     for name, values in (("last completed work", dones), ("SeqNum", seqs)):
         if len(set(values.values())) > 1 and pic.suspect_kind != "desync":
             usual, _ = Counter(values.values()).most_common(1)[0]
@@ -244,6 +249,68 @@ def _odd_fingerprints(desync: list[Finding]) -> dict[int, str]:
         r: f"runs {_describe(fp)} where {n} other ranks run {_describe(usual)}"
         for r, fp in sorted(by_rank.items())
         if fp != usual
+    }
+
+
+_FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>\S+)')
+_PATH_SEP = re.compile(r"[/\\]")
+_TORCH_DIR = re.compile(r"[/\\]torch[/\\]")
+
+
+def call_site(traceback: str) -> str | None:
+    """Where the program called into PyTorch, from a Python traceback: the last frame before the first frame
+    under ``torch/`` (``train.py:98``), or None when no frame is under ``torch/``."""
+    frames = [m for line in traceback.splitlines() if (m := _FRAME.search(line))]
+    for i, m in enumerate(frames):
+        if _TORCH_DIR.search(m["file"]):
+            if i == 0:
+                return None
+            caller = frames[i - 1]
+            name = _PATH_SEP.split(caller["file"])[-1]
+            return f"{name}:{caller['line']}"
+    return None
+
+
+def _site_of(f: Finding) -> str | None:
+    span = next((e for e in f.evidence[1:] if e.end_line is not None), None)
+    return call_site(span.text) if span is not None else None
+
+
+def unranked_sites(findings: list[Finding]) -> dict[str, list[Finding]]:
+    """Collective timeouts that name no rank (a pasted console of unprefixed ranks), by the call site their
+    tracebacks show; empty unless there are two sites or more. Ranks blocked at different call sites ran
+    different collectives, though no line says which rank was where."""
+    by_site: dict[str, list[Finding]] = defaultdict(list)
+    for f in findings:
+        if f.class_id in WATCHDOG_CLASSES and (site := _site_of(f)) is not None:
+            if f.rank is not None:
+                return {}
+            by_site[site].append(f)
+    return dict(by_site) if len(by_site) > 1 else {}
+
+
+def _odd_sites(wd: list[Finding]) -> dict[int, str]:
+    """Ranks that timed out in a collective called from another place than the others' (TAXONOMY class 4,
+    and §1.3: the minority of grouped stack traces): a collective timeout raised as a Python exception (gloo's
+    ``Timed out waiting ...ms for recv``) carries its traceback, so each rank says where it called the
+    collective that never completed. Ranks blocked at different call sites ran different collectives. With a
+    clear majority the others are the odd ones; two ranks that differ are both named, and neither is the
+    culprit (``explain._culprit``)."""
+    sites: dict[int, str] = {}
+    for f in wd:
+        if f.rank is not None and (site := _site_of(f)):
+            sites.setdefault(f.rank, site)
+    if len(sites) < 2 or len(set(sites.values())) < 2:
+        return {}
+    usual, n = Counter(sites.values()).most_common(1)[0]
+    if len(sites) == 2:
+        return {r: f"timed out in a collective it called at {s}" for r, s in sorted(sites.items())}
+    if n <= len(sites) / 2:
+        return {}
+    return {
+        r: f"timed out in a collective called at {s} where {n} other ranks called it at {usual}"
+        for r, s in sorted(sites.items())
+        if s != usual
     }
 
 

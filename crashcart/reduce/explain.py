@@ -154,6 +154,8 @@ def _compose(
             root_ids.append(f.evidence[0].id)
             break
     root_ids += [f.evidence[0].id for f in root.findings if "_smell" in f.fields][:2]  # the configuration behind it
+    if root.inferred:  # each place the ranks were is its own evidence: its traceback
+        root_ids += [ev.id for f in root.findings[:3] for ev in f.evidence if ev.id not in root_ids]
     registry = {ev.id: ev for f in [*root.findings, *findings] for ev in f.evidence}
     cited = [registry[i] for i in root_ids if i in registry]
     root_ids += [i for i in _support(culprit, root, findings, cited) if i not in root_ids]
@@ -272,6 +274,8 @@ def _confidence(root: Candidate, others: list[Candidate], pic: Picture, culprit:
         conf = min(conf, 0.8)
     if root.penalties:
         conf = min(conf, 0.6)
+    if root.inferred:
+        conf = min(conf, 0.7)  # where the ranks were says they differed; no line says so
     if any(f.signature == "reduce.last_line" for f in root.findings):
         conf = min(conf, 0.7)  # inferred from what a rank did not print: it hung, or died without a word
     return round(min(calibrate(root, conf), 0.95), 2)

@@ -17,7 +17,17 @@ from crashcart.models import (
     Topology,
 )
 from crashcart.reduce.adjust import hardware_first
-from crashcart.reduce.causal import Candidate, Picture, candidates, own_time, picture, score, teardown_aborts, versions
+from crashcart.reduce.causal import (
+    Candidate,
+    Picture,
+    candidates,
+    own_time,
+    picture,
+    score,
+    teardown_aborts,
+    unranked_sites,
+    versions,
+)
 from crashcart.reduce.explain import _compose, _unknown
 from crashcart.reduce.hang_files import add_file_candidates, with_rank_stops
 from crashcart.reduce.hangs import (
@@ -110,6 +120,7 @@ def _decide(groups: list[Group], findings: list[Finding], topo: Topology, last: 
         alive = _missing_alive(pic, last)
         fallbacks = (
             None if alive else _hang(pic, topo, findings, last),  # a rank that did not arrive and went silent
+            _site_desync(findings),
             _short_timeout(pic, findings),
             _hang(pic, topo, findings, last) if alive else None,
             _summary_hint(findings),
@@ -201,6 +212,23 @@ def _short_timeout(pic: Picture, findings: list[Finding]) -> Candidate | None:
     c.reasons.append(
         f"the process-group timeout is only {max(configured) / 1000:.0f} s and no rank reported an error: "
         "a slow step (validation, checkpointing) can exceed it"
+    )
+    return c
+
+
+def _site_desync(findings: list[Finding]) -> Candidate | None:
+    """Timeouts without ranks whose tracebacks show two call sites or more: the ranks ran different collectives
+    (``causal.unranked_sites``); one traceback of each site is cited, and no rank is named."""
+    sites = unranked_sites(findings)
+    if not sites:
+        return None
+    c = Candidate(
+        "collective_mismatch_desync", [fs[0] for fs in sites.values()], [], score=MIN_SCORE + 5, inferred=True
+    )
+    c.reasons.append(
+        "the collectives that timed out were called at "
+        + " and ".join(f"{site} ({len(fs)} tracebacks)" for site, fs in sites.items())
+        + ": the ranks were in different collectives, and no line says which rank was where"
     )
     return c
 
@@ -312,6 +340,6 @@ def _hang(pic: Picture, topo: Topology, findings: list[Finding], last: dict[int,
             chosen.append(f)
     if not chosen:
         return None
-    c = Candidate(cls, chosen, [], score=MIN_SCORE + 10)
+    c = Candidate(cls, chosen, [], score=MIN_SCORE + 10, inferred=pic.suspects_inferred)
     c.reasons.append("; ".join(f"rank {r} {why}" for r, why in sorted(pic.suspects.items())))
     return c
