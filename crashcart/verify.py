@@ -17,6 +17,7 @@ from crashcart.ingest.bundle import Bundle
 from crashcart.models import Citation, Claim, Culprit, Diagnosis, Evidence, Finding, RankLast, Topology
 from crashcart.scan.hang_evidence import reread
 from crashcart.text.gpuid import canonical_pci
+from crashcart.text.prefix import rank_of_path
 
 _LOCAL_RANK = re.compile(r"\blocal[_-]rank\b[\s_:=-]*\d+", re.I)
 _PCI_TOKEN = re.compile(r"[0-9a-fA-F]{1,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}(?:\.[0-7])?|busId [0-9a-fA-F]+")
@@ -155,12 +156,15 @@ def rank_named(rank: int, file: str, text: str, *, single_node: bool = False) ->
         rf"|\[rank{r}\]|\brnk{r}\b|^\s*{r}!?: |\[\d+,{r}\]<|\bRank {r}\b|\brank\s*:\s*{r}\b"
         # Horovod's stall inspector ("2!: [t]", "[missing ranks: 1, 2]", behind mpirun's "[1,0]<stderr>:"),
         # Megatron's straggler report ("MxRtt/Rnk: 1570.32ms/30")
-        rf"|\bmissing ranks:(?: \d+,)* {r}\b|\]<std(?:err|out)>:{r}!?: \[|\bMxRtt/Rnk: [\d.]+ms/{r}\b)",
+        # the TSL coordination service's task names ("/job:jax_worker/replica:0/task:2": the process index)
+        rf"|\bmissing ranks:(?: \d+,)* {r}\b|\]<std(?:err|out)>:{r}!?: \[|\bMxRtt/Rnk: [\d.]+ms/{r}\b"
+        rf"|/replica:\d+/task:{r}\b)",
         re.I | re.M,
     )
     if not single_node:
         text = _LOCAL_RANK.sub(" ", text)  # "--local-rank 3" is no "rank 3" on several nodes
-    return bool(pat.search(text) or pat.search(file.replace("/", " ")))
+    # a path names a rank the way the bundle reads it ("worker-5.log", "proc5.log": text/prefix.rank_of_path)
+    return bool(pat.search(text) or pat.search(file.replace("/", " ")) or rank_of_path(file) == rank)
 
 
 def node_named(node: str, file: str, text: str) -> bool:

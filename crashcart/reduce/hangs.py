@@ -23,22 +23,33 @@ from collections import defaultdict
 from collections.abc import Iterable
 from datetime import datetime, timedelta
 
-from crashcart.models import Finding, RankLast, Topology
+from crashcart.models import Evidence, Finding, RankLast, Topology
 from crashcart.reduce.causal import Candidate
 from crashcart.reduce.throughput import step_up as step_up  # re-exported: the slow-rank checks live there
 from crashcart.reduce.throughput import throughput_drop as throughput_drop
 from crashcart.text import clock
 from crashcart.text.prefix import split_prefix
 
-WAIT_CLASSES = frozenset({"nccl_watchdog_timeout"})  # every backend's "a collective did not complete"
+# Every backend's "a collective did not complete" (NCCL's watchdog, gloo, TensorFlow collectives and the
+# coordination service's barriers, ElasticDL's allreduce retry: the signatures of that class).
+WAIT_CLASSES = frozenset({"nccl_watchdog_timeout"})
 # What a waiting rank's own error says (the exception lines that carry a collective timeout, whatever their class):
 # c10d ProcessGroupNCCL "Watchdog caught collective operation timeout", gloo unbound_buffer.cc "Timed out waiting
-# <ms>ms for recv|send operation to complete", ProcessGroupGloo::monitoredBarrier "failed to pass monitoredBarrier".
+# <ms>ms for recv|send operation to complete", ProcessGroupGloo::monitoredBarrier "failed to pass monitoredBarrier";
+# and the c10d store's waits for a key another rank sets: TCPStore.cpp doWait "wait timeout after <ms>ms, keys:"
+# (2.3+), ProcessGroupNCCL's "retrieving ncclUniqueId from [0] via c10d key-value store ... got error: Socket
+# Timeout" (rank 0 had not created the communicator), distributed_c10d.py _store_based_barrier "Timed out
+# initializing process group in store based barrier".
 _WAIT_TEXT = re.compile(
     r"Watchdog caught collective operation timeout|Timed out waiting \d+ms for (?:recv|send) operation"
-    r"|failed to pass monitoredBarrier|Timeout at NCCL work"
+    r"|failed to pass monitoredBarrier|Timeout at NCCL work|\bwait timeout after \d+ms, keys: "
+    r"|retrieving ncclUniqueId from \[\d+\] via c10d key-value store.*got error: (?:Socket Timeout|wait timeout)"
+    r"|Timed out initializing process group in store based barrier"
 )
 _GLOO_MS = re.compile(r"Timed out waiting (\d+)ms")
+_BARRIER_TIMEOUT = re.compile(r"timeout=(?:(\d+) days?, )?(\d+):(\d\d):(\d\d)\)")  # str(timedelta)
+# A step outside any collective a rank announces: long work, or a dispatcher's worker idle between tasks.
+_ANNOUNCING = frozenset({"progress.step_announced", "progress.waiting_for_work"})
 HANG = "rank_hang_or_missing_rank"
 
 BASE_SILENT = 44.0  # a rank that printed nothing while the others timed out
@@ -127,6 +138,10 @@ def timeout_ms(waiting: list[Finding]) -> int | None:
         m = _GLOO_MS.search(f.evidence[0].text)
         if m is not None:
             stated.append(int(m.group(1)))
+        b = _BARRIER_TIMEOUT.search(f.evidence[0].text)
+        if b is not None:
+            d, h, mi, se = (int(x or 0) for x in b.groups())
+            stated.append((((d * 24 + h) * 60 + mi) * 60 + se) * 1000)
     if stated and ran and min(stated) * 100 < min(ran):
         return min(ran)  # a Timeout(ms) a hundred times shorter than "ran for" is a unit slip, not the timeout
     return min(stated) if stated else min(ran) if ran else None
@@ -253,7 +268,7 @@ def long_bars(findings: list[Finding], waiting: list[Finding], limit_ms: int | N
 def announced(findings: list[Finding], rank: int) -> Finding | None:
     """The step the rank announced last, when no training step and no "finished" line of that rank follows it."""
     mine = [f for f in findings if f.rank == rank and f.role == "context"]
-    steps = [f for f in mine if f.signature == "progress.step_announced"]
+    steps = [f for f in mine if f.signature in _ANNOUNCING]
     if not steps:
         return None
     last = max(steps, key=lambda f: (f.evidence[0].file, f.evidence[0].line))
@@ -278,7 +293,7 @@ def unowned_announcement(findings: list[Finding], waiting: list[Finding]) -> Fin
     best: Finding | None = None
     for f in findings:
         ev = f.evidence[0]
-        if f.signature != "progress.step_announced" or f.rank is not None or ev.line >= first_wait.get(ev.file, 0):
+        if f.signature not in _ANNOUNCING or f.rank is not None or ev.line >= first_wait.get(ev.file, 0):
             continue
         if best is None or (ev.file, ev.line) > (best.evidence[0].file, best.evidence[0].line):
             best = f
@@ -326,6 +341,7 @@ def hang_candidate(findings: list[Finding], topo: Topology, last: dict[int, Rank
     silent = silent_ranks(findings, topo, waiting, last)
     chosen: list[Finding] = []
     reasons: list[str] = []
+    idle: list[int] = []  # ranks whose last word is a dispatcher's "no more tasks": inferred, not stated
     work = False
     for f in long_bars(findings, waiting, limit or DEFAULT_TIMEOUT_MS)[:1]:
         bar = bar_of(f.evidence[0].text)
@@ -346,6 +362,8 @@ def hang_candidate(findings: list[Finding], topo: Topology, last: dict[int, Rank
             continue  # no log of this rank in the bundle: missing from the bundle, not silent
         if rl.time is not None and first_wait is not None and rl.time > first_wait:
             continue  # it kept writing after the others timed out: alive
+        if rl.time is None and first_wait is None and _after_waits_in_file(rl.evidence, waiting):
+            continue  # one file without clocks: its line order is the time order, and it wrote after them
         where = next((f for f in findings if f.signature == "hang.stack.where" and f.rank == r), None)
         if where is not None:  # a stack dump of it: where it is, outside any collective
             summary = f"rank {r} is stuck outside any collective: {where.fields.get('where', '')}"
@@ -353,7 +371,13 @@ def hang_candidate(findings: list[Finding], topo: Topology, last: dict[int, Rank
             reasons.append(summary + f" ({where.fields.get('tool', 'stack dump')}), while the others timed out")
             work = True
         step = announced(findings, r) if where is None else None
-        if step is not None:
+        if step is not None and step.signature == "progress.waiting_for_work":
+            summary = f"rank {r} sat outside any collective, waiting for work: {step.fields.get('step', '')}"
+            chosen.append(_as_root(step, HANG, summary))
+            reasons.append(summary + ", its last word while the others waited for it in a collective")
+            idle.append(r)
+            work = True
+        elif step is not None:
             summary = f"rank {r} announced long work outside any collective: {step.fields.get('step', '')}"
             chosen.append(_as_root(step, HANG, summary))
             reasons.append(summary + ", and printed no timeout while the others timed out")
@@ -380,7 +404,68 @@ def hang_candidate(findings: list[Finding], topo: Topology, last: dict[int, Rank
     if unowned is not None:
         c.score -= UNOWNED_DISCOUNT
         c.penalties.append("no line names the rank that announced it")
+    if idle:
+        c.penalties.append("inferred: no line says the others waited for this rank, only that it had no work")
     return c
+
+
+def _after_waits_in_file(ev: Evidence, waiting: list[Finding]) -> bool:
+    """The line comes after the first timeout another rank printed in the same file (line order as time)."""
+    lines = [f.evidence[0].line for f in waiting if f.evidence[0].file == ev.file]
+    return bool(lines) and ev.line > min(lines)
+
+
+BARRIER_LISTED = 60.0  # a coordination barrier that names every task that did not reach it
+_TASKS_BELOW = 64  # task-name lines read below a barrier timeout
+MAX_NAMED = 2  # more tasks than this missing: a group that stopped, no single culprit
+
+
+def barrier_named(findings: list[Finding]) -> Candidate | None:
+    """The task a coordination-service barrier timeout lists as not arrived, when the list is whole and short.
+
+    tsl coordination_service.cc (2023+) prints "# of tasks that reached the barrier: <n>/<N>." then "Some timed
+    out task names:" and one "/job:<j>/replica:<r>/task:<t>" a line (the tasks still pending). The list is whole
+    when it holds N - n names; the task index is the process index (jax.distributed's process_id, the worker
+    index of MultiWorkerMirroredStrategy)."""
+    by_file: dict[str, list[Finding]] = defaultdict(list)
+    for f in findings:
+        if f.signature in {"tsl.barrier_task", "tsl.barrier_arrived"}:
+            by_file[f.evidence[0].file].append(f)
+    for head in sorted((f for f in findings if f.signature == "tsl.barrier_timeout"), key=lambda f: f.evidence[0].line):
+        ev = head.evidence[0]
+        below = sorted(
+            (f for f in by_file.get(ev.file, []) if ev.line < f.evidence[0].line <= ev.line + _TASKS_BELOW),
+            key=lambda f: f.evidence[0].line,
+        )
+        count = next((f for f in below if f.signature == "tsl.barrier_arrived"), None)
+        tasks = [f for f in below if f.signature == "tsl.barrier_task"]
+        if count is None or not tasks:
+            continue
+        run = tasks[:1]  # one list: the consecutive lines from the first task name
+        for t in tasks[1:]:
+            if t.evidence[0].line != run[-1].evidence[0].line + 1:
+                break
+            run.append(t)
+        tasks = run
+        pending = int(count.fields["total"]) - int(count.fields["arrived"])
+        named = sorted({int(t.fields["task"]) for t in tasks})
+        if pending != len(named) or not 0 < len(named) <= MAX_NAMED:
+            continue  # "Some" names: a partial list says who else is late, not who alone is
+        chosen = [
+            _as_root(
+                t, HANG, f"task {t.fields['task']} did not reach barrier {head.fields.get('barrier', '')}"
+            ).model_copy(update={"rank": int(t.fields["task"])})
+            for t in tasks
+        ]
+        c = Candidate(HANG, [*chosen, head, count], [])
+        c.lead = chosen[0]
+        c.score = BARRIER_LISTED
+        c.reasons.append(
+            f"the coordination service's barrier timed out with {count.fields['arrived']}/{count.fields['total']} "
+            f"tasks arrived and names the missing: task {', '.join(map(str, named))}"
+        )
+        return c
+    return None
 
 
 def explained_by_wait(cands: Iterable[Candidate], waiting: list[Finding], hang: Candidate) -> None:

@@ -31,6 +31,7 @@ from crashcart.reduce.causal import (
 from crashcart.reduce.explain import _compose, _unknown
 from crashcart.reduce.hang_files import add_file_candidates, with_rank_stops
 from crashcart.reduce.hangs import (
+    barrier_named,
     explained_by_wait,
     first_in_file_order,
     hang_candidate,
@@ -135,7 +136,7 @@ def _decide(groups: list[Group], findings: list[Finding], topo: Topology, last: 
 
 def _add_hangs(cands: list[Candidate], findings: list[Finding], topo: Topology, last: dict[int, RankLast]) -> None:
     """Hung, busy and slow ranks that no error line names (``hangs``), competing with the other candidates."""
-    hang = hang_candidate(findings, topo, last)
+    hang = barrier_named(findings) or hang_candidate(findings, topo, last)
     if hang is not None:
         explained_by_wait(cands, waits(findings), hang)
     errors = any(c.class_id not in _NOT_ERRORS and not c.generic and c.score >= MIN_SCORE for c in cands)

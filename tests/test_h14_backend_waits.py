@@ -1,0 +1,186 @@
+"""Collective and barrier timeouts of backends other than NCCL's watchdog, and the rank that did not arrive
+(crashcart/reduce/hangs.py; issue 14, capabilities 5 and 6).
+
+Lines as their emitters print them (source file and versions in each comment): TensorFlow's
+base_collective_executor.cc, the TSL coordination service's barrier, gloo's tcp buffer/pair timeouts, c10d's
+TCPStore.cpp doWait, Horovod's HorovodInternalError, ElasticDL's allreduce retry and task_data_service.py, tqdm's
+format_meter bar.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from crashcart.models import Evidence, RankInfo, RankLast, Topology
+from crashcart.reduce import hangs
+from crashcart.settings import Settings
+from tests.kit import finding, run_files, winner
+
+# TensorFlow core/common_runtime/base_collective_executor.cc (2.4-2.18): the timeout Status, then StartAbort's
+# "Collective ops is aborted by: <status>" wrapper.
+TF_TIMEOUT = (
+    "tensorflow.python.framework.errors_impl.DeadlineExceededError: Collective has timed out waiting for other "
+    "workers. [Op:CollectiveReduceV2]"
+)
+# (its first line: the status message goes on "\nThe error could be from a previous operation. ...")
+TF_ABORTED = (
+    "tensorflow.python.framework.errors_impl.DeadlineExceededError: Collective ops is aborted by: Collective has "
+    "timed out waiting for other workers."
+)
+# tsl coordination_service.cc (2023+), as jax.distributed prints it through XlaRuntimeError
+TSL_BARRIER = [
+    "jaxlib.xla_extension.XlaRuntimeError: DEADLINE_EXCEEDED: Barrier timed out. Id: 0_async_write_complete.0.1. "
+    "This usually happens because a task triggered the barrier too early or too slowly. Please look at the task "
+    "logs (both timed out and first task) to debug further.",
+    "# of tasks that reached the barrier: 3/4.",
+    "The first task at the barrier: /job:jax_worker/replica:0/task:0. Some timed out task names:",
+    "/job:jax_worker/replica:0/task:2",
+]
+# gloo transport/tcp/pair.cc (GLOO_ERROR_MSG("Read timeout ", peer_.str())) through ProcessGroupGloo
+GLOO_READ = (
+    "RuntimeError: [/opt/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:598] Read timeout [10.0.0.12]:41822"
+)
+# torch/csrc/distributed/c10d/TCPStore.cpp doWait (2.3-2.10)
+STORE_WAIT = "torch.distributed.DistStoreError: wait timeout after 600000ms, keys: /default_pg/0//cuda//0"
+# ElasticDL elasticai_api/tensorflow/controller.py (2020-10 to 2024), its logger's format
+ELASTICDL_RETRY = (
+    "[2020-11-19 10:42:01,527] [WARNING] [controller.py:63:train_one_batch_with_retries] Failed to perform "
+    "allreduce operation on the gradients. Retrying..."
+)
+
+
+def test_each_backend_s_timeout_is_a_wait_and_never_a_root() -> None:
+    for text in (TF_TIMEOUT, TF_ABORTED, TSL_BARRIER[0], GLOO_READ, ELASTICDL_RETRY):
+        got = winner(text)
+        assert got is not None and got[1] == "nccl_watchdog_timeout", (text, got)
+    assert winner(STORE_WAIT) == ("c10d.store_wait_timeout", "launcher_rendezvous_store_failure")
+    for sig, text in (
+        ("tf.collective_timeout", TF_TIMEOUT),
+        ("tsl.barrier_timeout", TSL_BARRIER[0]),
+        ("gloo.io_timeout", GLOO_READ),
+        ("c10d.store_wait_timeout", STORE_WAIT),
+        ("elasticdl.allreduce_failed", ELASTICDL_RETRY),
+    ):
+        f = finding(sig, text, rank=1)
+        assert f.role == "cascade" and hangs.waits([f]) == [f], sig
+    assert hangs.timeout_ms([finding("c10d.store_wait_timeout", STORE_WAIT, rank=1)]) == 600_000
+
+
+def test_a_wrapper_gives_way_to_the_error_it_wraps() -> None:
+    # Horovod torch/mpi_ops.py (v0.20-v0.28): raise HorovodInternalError(e) around gloo's own timeout
+    wrapped = (
+        "horovod.common.exceptions.HorovodInternalError: [/tmp/pip-req-build/third_party/gloo/gloo/transport/tcp/"
+        "unbound_buffer.cc:136] Timed out waiting 30000ms for recv operation to complete"
+    )
+    assert winner(wrapped) == ("gloo.timeout", "nccl_watchdog_timeout")
+    assert winner("horovod.common.exceptions.HorovodInternalError: ncclCommInitRank failed: unhandled system error")
+    assert winner(
+        "tensorflow.python.framework.errors_impl.UnavailableError: Collective ops is aborted by: Socket closed"
+    ) == (
+        "tf.collective_aborted",
+        "nccl_remote_peer_failure",
+    )
+
+
+def _waiting_tf(rank: int) -> str:
+    return f"Epoch 3/10\n{TF_TIMEOUT}\n"
+
+
+def test_tf_workers_time_out_while_one_runs_its_evaluation(tmp_path: Path, settings: Settings) -> None:
+    files = {f"worker-{r}.log": _waiting_tf(r) for r in (0, 1, 3)}
+    files["worker-2.log"] = "Epoch 3/10\nINFO - Starting evaluation on the held-out shard\n"
+    out = run_files(tmp_path / "b", files, settings)
+    rc = out.document.root_cause
+    assert rc.class_ == "rank_hang_or_missing_rank" and rc.culprit.rank == 2
+    assert any(c.file == "worker-2.log" and c.line == 2 and c.verified for c in rc.citations)
+    assert rc.confidence < 0.8
+
+
+def test_a_store_wait_while_rank_0_tokenizes_past_the_timeout(tmp_path: Path, settings: Settings) -> None:
+    # the others' first collective lazily creates its communicator and waits in the store for rank 0's
+    # ncclUniqueId; rank 0 is still in a datasets map (tqdm format_meter, elapsed 10:48 of a 600000 ms timeout)
+    files = {
+        "rank0.log": "[rank0]: Running tokenizer on dataset:  31%|███       | 62000/200000 [10:48<24:02, 95.61 examples/s]\n"
+    }
+    for r in (1, 2, 3):
+        files[f"rank{r}.log"] = f"[rank{r}]: loading done\n[rank{r}]: {STORE_WAIT}\n"
+    out = run_files(tmp_path / "b", files, settings)
+    rc = out.document.root_cause
+    assert rc.class_ in {"rank_hang_or_missing_rank", "straggler_fail_slow"}
+    assert rc.culprit.rank == 0
+    assert any(c.file == "rank0.log" and c.line == 1 and c.verified for c in rc.citations)
+
+
+def test_an_elasticdl_worker_out_of_tasks_while_the_others_allreduce(tmp_path: Path, settings: Settings) -> None:
+    # ElasticDL worker/task_data_service.py (2019 to 2020-10): "No more task, stopping"
+    files = {
+        f"worker-{r}.log": (
+            "[2020-10-16 08:00:01,002] [INFO] [worker.py:227:run] the evaluation task_id: 7\n" + ELASTICDL_RETRY + "\n"
+        )
+        for r in (0, 2)
+    }
+    files["worker-1.log"] = (
+        "[2020-10-16 08:00:01,002] [INFO] [worker.py:227:run] the evaluation task_id: 6\n"
+        "[2020-10-16 08:00:02,118] [INFO] [task_data_service.py:226:get_dataset] No more task, stopping\n"
+    )
+    out = run_files(tmp_path / "b", files, settings)
+    rc = out.document.root_cause
+    assert rc.class_ == "rank_hang_or_missing_rank" and rc.culprit.rank == 1
+    assert any(c.file == "worker-1.log" and c.line == 2 and c.verified for c in rc.citations)
+    assert rc.confidence <= 0.6  # inferred from what it did not do
+
+
+def test_one_file_without_clocks_a_rank_that_wrote_after_the_timeouts_is_not_silent() -> None:
+    topo = Topology(world_size=4, ranks={r: RankInfo(rank=r) for r in range(4)})
+    waits = [finding("gloo.io_timeout", f"[rank{r}]: {GLOO_READ}", rank=r, line=10 + r) for r in (0, 2, 3)]
+    late = "[rank1]: Map (num_proc=8):  12%|█▏        | 1200/10000 [00:41<05:03, 29.02 examples/s]"
+    after = {1: RankLast(evidence=Evidence(id="L1", file="train.log", line=20, text=late), time=None)}
+    assert hangs.hang_candidate(waits, topo, after) is None
+    before = {1: RankLast(evidence=Evidence(id="L1", file="train.log", line=5, text=late), time=None)}
+    c = hangs.hang_candidate(waits, topo, before)
+    assert c is not None and c.class_id == "rank_hang_or_missing_rank" and c.lead is not None
+    assert c.lead.rank == 1 and c.lead.evidence[0].line == 5
+
+
+def test_dispatcher_idle_wordings() -> None:
+    for text, step in (
+        (
+            "[2020-11-19 10:40:12,004] [INFO] [task_data_service.py:89:get_dataset_gen] Waiting more tasks",
+            "Waiting more tasks",
+        ),
+        ("No tasks for now, maybe more later", "No tasks for now"),
+    ):
+        assert finding("progress.waiting_for_work", text).fields["step"] == step
+
+
+def test_a_coordination_barrier_that_lists_the_one_task_missing(tmp_path: Path, settings: Settings) -> None:
+    files = {f"rank{r}.log": f"[rank{r}]: step 40 | loss 2.31\n" for r in (1, 2, 3)}
+    files["rank0.log"] = "[rank0]: step 40 | loss 2.31\n" + "\n".join(TSL_BARRIER) + "\n"
+    out = run_files(tmp_path / "b", files, settings)
+    rc = out.document.root_cause
+    assert rc.class_ == "rank_hang_or_missing_rank" and rc.culprit.rank == 2
+    assert any(c.file == "rank0.log" and c.line == 5 and c.verified for c in rc.citations)
+
+
+def test_a_partial_or_long_task_list_names_no_one() -> None:
+    head = finding("tsl.barrier_timeout", TSL_BARRIER[0], line=1)
+    tasks = [
+        finding("tsl.barrier_task", f"/job:jax_worker/replica:0/task:{t}", line=3 + i) for i, t in enumerate((2, 5))
+    ]
+    assert (
+        hangs.barrier_named(
+            [head, finding("tsl.barrier_arrived", "# of tasks that reached the barrier: 13/16.", line=2), *tasks]
+        )
+        is None
+    )
+    three = [*tasks, finding("tsl.barrier_task", "/job:jax_worker/replica:0/task:7", line=5)]
+    assert (
+        hangs.barrier_named(
+            [head, finding("tsl.barrier_arrived", "# of tasks that reached the barrier: 13/16.", line=2), *three]
+        )
+        is None
+    )
+    both = hangs.barrier_named(
+        [head, finding("tsl.barrier_arrived", "# of tasks that reached the barrier: 14/16.", line=2), *tasks]
+    )
+    assert both is not None and {f.rank for f in both.findings if f.signature == "tsl.barrier_task"} == {2, 5}
