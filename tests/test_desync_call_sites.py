@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from crashcart.reduce.causal import call_site
+from crashcart.reduce.desync import call_site
 from crashcart.settings import Settings
 from tests.kit import run_files
 

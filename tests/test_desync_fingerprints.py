@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from crashcart.reduce.causal import _fingerprints
+from crashcart.reduce.desync import _fingerprints
 from crashcart.settings import Settings
 from tests.kit import run_files
 

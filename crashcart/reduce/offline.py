@@ -18,6 +18,7 @@ from crashcart.models import (
 )
 from crashcart.reduce.adjust import hardware_first
 from crashcart.reduce.causal import (
+    WATCHDOG_CLASSES,
     Candidate,
     Picture,
     candidates,
@@ -25,9 +26,9 @@ from crashcart.reduce.causal import (
     picture,
     score,
     teardown_aborts,
-    unranked_sites,
     versions,
 )
+from crashcart.reduce.desync import unranked_sites
 from crashcart.reduce.explain import _compose, _unknown
 from crashcart.reduce.hang_files import add_file_candidates, with_rank_stops
 from crashcart.reduce.hangs import (
@@ -219,8 +220,8 @@ def _short_timeout(pic: Picture, findings: list[Finding]) -> Candidate | None:
 
 def _site_desync(findings: list[Finding]) -> Candidate | None:
     """Timeouts without ranks whose tracebacks show two call sites or more: the ranks ran different collectives
-    (``causal.unranked_sites``); one traceback of each site is cited, and no rank is named."""
-    sites = unranked_sites(findings)
+    (``desync.unranked_sites``); one traceback of each site is cited, and no rank is named."""
+    sites = unranked_sites([f for f in findings if f.class_id in WATCHDOG_CLASSES])
     if not sites:
         return None
     c = Candidate(
