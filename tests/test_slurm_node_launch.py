@@ -100,6 +100,19 @@ NODE_CLASS = "slurm_node_failure"
         ("   JobState=BOOT_FAIL Reason=JobLaunchFailure Dependency=(null)", None),
         ("               881       gpu    train    alice PD       0:00      2 (launch failed requeued held)", None),
         ("               881       gpu    train    alice PD       0:00      2 (NodeDown)", None),
+        # slurmctld proc_req.c 25.05-25.11 "slurmd error running %pI on Node(s)=%s: %s" (17.02-24.11 "JobId=%u on
+        # %s=%s" with "node(s)"), after which the node drains with "batch job complete failure"
+        (
+            "[2025-06-01T00:00:00.000] error: slurmd error running StepId=881.batch on Node(s)=gpu03: Job epilog failed",
+            "gpu03",
+        ),
+        # scontrol -o show node (info_node.c 17.02-25.11 one_liner): the record on one line names its node
+        (
+            "NodeName=gpu07 Arch=x86_64 CoresPerSocket=32 CPUAlloc=0 State=IDLE+DRAIN ThreadsPerCore=2 "
+            "Reason=Kill task failed [root@2024-03-01T10:00:00]",
+            "gpu07",
+        ),
+        ("NodeName=gpu07 Arch=x86_64 CoresPerSocket=32 CPUAlloc=0 State=DOWN* ThreadsPerCore=2 TmpDisk=0", "gpu07"),
         # scontrol show node's reason line (node_mgr.c, power_save.c, agent.c reasons)
         ("   Reason=ResumeTimeout reached [slurm@2024-03-01T10:00:00]", None),
         ("   Reason=Duplicate jobid [slurm@2024-03-01T10:00:00]", None),
