@@ -184,3 +184,41 @@ def test_a_partial_or_long_task_list_names_no_one() -> None:
         [head, finding("tsl.barrier_arrived", "# of tasks that reached the barrier: 14/16.", line=2), *tasks]
     )
     assert both is not None and {f.rank for f in both.findings if f.signature == "tsl.barrier_task"} == {2, 5}
+
+
+# lm-evaluation-harness lm_eval/models/huggingface.py (0.4.x): tqdm(total=len(requests), disable=(disable_tqdm or
+# self.rank != 0), desc="Running generate_until requests"): only rank 0 draws it, without a rank prefix
+def _watchdog(rank: int) -> str:
+    return (
+        f"[rank{rank}]:[E1130 02:30:00.123456789 ProcessGroupNCCL.cpp:632] [Rank {rank}] Watchdog caught collective "
+        "operation timeout: WorkNCCL(SeqNum=9, OpType=ALLGATHER, NumelIn=1, NumelOut=4, Timeout(ms)=1800000) "
+        "ran for 1800094 milliseconds before timing out."
+    )
+
+
+def test_a_silent_rank_whose_log_stops_inside_an_evaluation_bar(tmp_path: Path, settings: Settings) -> None:
+    files = {
+        "rank0.log": "[rank0]: Running loglikelihood requests:  61%|██████    | 6100/10000 [07:12<04:36, 14.1it/s]\n"
+    }
+    for r in (1, 2, 3):
+        files[f"rank{r}.log"] = _watchdog(r) + "\n"
+    out = run_files(tmp_path / "b", files, settings)
+    rc = out.document.root_cause
+    assert rc.class_ == "rank_hang_or_missing_rank" and rc.culprit.rank == 0
+    assert any(c.file == "rank0.log" and c.line == 1 and c.verified for c in rc.citations)
+    assert rc.confidence <= 0.6
+
+
+def test_one_pasted_file_an_unnamed_generate_bar_before_the_timeouts(tmp_path: Path, settings: Settings) -> None:
+    bar = "Running generate_until requests:  38%|███▊      | 502/1319 [12:40<20:37,  1.51s/it]"
+    text = "\n".join(["2026-11-30:02:00:01,000 INFO [evaluator.py:305] Building contexts for gsm8k on rank 0...", bar])
+    text += "\n" + "\n".join(_watchdog(r) for r in (1, 2, 3)) + "\n"
+    out = run_files(tmp_path / "b", {"paste.txt": text}, settings)
+    rc = out.document.root_cause
+    assert rc.class_ == "rank_hang_or_missing_rank" and rc.culprit.rank is None
+    assert any(c.line == 2 and c.verified for c in rc.citations)
+    assert rc.confidence <= 0.6
+    # a bar that finished early says nothing of who is late
+    done = text.replace(bar, "Running generate_until requests: 100%|██████████| 1319/1319 [03:18<00:00,  6.65it/s]")
+    out = run_files(tmp_path / "c", {"paste.txt": done}, settings)
+    assert not any(c.line == 2 for c in out.document.root_cause.citations)

@@ -79,6 +79,10 @@ _WORK_DESC = re.compile(
     r"|download|extract|convert|load|sav(?:e|ing)|build|compil|shard|request|embed|encod|sort|shuffl|cach",
     re.I,
 )
+# Loops where ranks run different shares of requests and meet at a gather afterwards (lm-evaluation-harness
+# "Running generate_until requests" / "Running loglikelihood requests", evaluation, prediction, inference):
+# one rank's unfinished bar before the others' timeouts is where it was when they gave up waiting.
+_EVAL_LOOP = re.compile(r"request|generat|eval|valid|predict|infer", re.I)
 _TRAIN_DESC = re.compile(r"^\W*(?:epoch|train(?:ing)?|steps?|iter(?:ation)?s?|batch(?:es)?)\b", re.I)
 _STEP_SIGNATURES = frozenset({"training.step_loss", "megatron.iteration", "training.hf_log", "progress.iteration_time"})
 
@@ -310,6 +314,36 @@ def unowned_announcement(findings: list[Finding], waiting: list[Finding]) -> Fin
     return None if after else best
 
 
+def unowned_bar(findings: list[Finding], waiting: list[Finding]) -> Finding | None:
+    """In a log where the waiting ranks' timeouts follow it, the last bar before them when it is an unfinished
+    evaluation or generation loop printed by a line that names no rank, with no training step or "finished" line
+    between it and the first timeout (line order as time: lm-evaluation-harness draws its bar on rank 0 only,
+    without a rank prefix). A short bar of other work (a datasets map) says nothing: it reaches no timeout."""
+    first_wait: dict[str, int] = {}
+    for f in waiting:
+        ev = f.evidence[0]
+        first_wait[ev.file] = min(first_wait.get(ev.file, ev.line), ev.line)
+    best: Finding | None = None
+    for f in findings:
+        ev = f.evidence[0]
+        if f.signature != "progress.tqdm" or f.rank is not None or ev.line >= first_wait.get(ev.file, 0):
+            continue
+        if best is None or (ev.file, ev.line) > (best.evidence[0].file, best.evidence[0].line):
+            best = f
+    bar = _work_bar(best.evidence[0], findings) if best is not None else None
+    if best is None or bar is None or _EVAL_LOOP.search(bar[0]) is None:
+        return None  # the last bar before the timeouts finished, counts training steps, or is no evaluation loop
+    ev = best.evidence[0]
+    after = any(
+        f.rank is None
+        and (f.signature in _STEP_SIGNATURES or f.signature == "progress.step_done")
+        and f.evidence[0].file == ev.file
+        and ev.line < f.evidence[0].line < first_wait[ev.file]
+        for f in findings
+    )
+    return None if after else best
+
+
 def last_line_finding(rank: int, rl: RankLast, topo: Topology, class_id: str = HANG) -> Finding | None:
     """A rank's last line as a root candidate of ``class_id`` (where a hung or missing rank stopped)."""
     if rl.evidence is None:
@@ -342,6 +376,7 @@ def hang_candidate(findings: list[Finding], topo: Topology, last: dict[int, Rank
     chosen: list[Finding] = []
     reasons: list[str] = []
     idle: list[int] = []  # ranks whose last word is a dispatcher's "no more tasks": inferred, not stated
+    unfinished: list[int | None] = []  # ranks (None: unnamed) whose log stops in a work bar short of the timeout
     work = False
     for f in long_bars(findings, waiting, limit or DEFAULT_TIMEOUT_MS)[:1]:
         bar = bar_of(f.evidence[0].text)
@@ -383,15 +418,38 @@ def hang_candidate(findings: list[Finding], topo: Topology, last: dict[int, Rank
             reasons.append(summary + ", and printed no timeout while the others timed out")
             work = True
         lf = last_line_finding(r, rl, topo)
-        if lf is not None and not any(c.evidence[0] == lf.evidence[0] for c in chosen):
+        bar = _work_bar(rl.evidence, findings) if step is None and where is None else None
+        if lf is not None and bar is not None:  # its last line: a bar of work outside any collective, unfinished
+            what, seconds, percent = bar
+            done = f"{percent}% after " if percent >= 0 else ""
+            summary = (
+                f"rank {r} went silent inside “{what[:60]}” ({done}{seconds / 60:.1f} min), outside any collective"
+            )
+            chosen.append(lf.model_copy(update={"summary": summary}))
+            reasons.append(summary + ", while the others waited for it in a collective")
+            unfinished.append(r)
+            work = True
+        elif lf is not None and not any(c.evidence[0] == lf.evidence[0] for c in chosen):
             chosen.append(lf)
-        if step is None and where is None:
+        if step is None and where is None and bar is None:
             reasons.append(f"rank {r} printed neither a timeout nor an error while the others timed out")
     unowned = unowned_announcement(findings, waiting) if not chosen else None
     if unowned is not None:
         summary = f"long work outside any collective was announced and never finished: {unowned.fields.get('step', '')}"
         chosen.append(_as_root(unowned, HANG, summary))
         reasons.append(summary + ", and the timeouts followed it")
+        work = True
+    loose = unowned_bar(findings, waiting) if not chosen else None
+    if loose is not None:
+        what, seconds, percent = _work_bar(loose.evidence[0], findings) or ("", 0.0, -1)
+        done = f"{percent}% after " if percent >= 0 else ""
+        summary = (
+            f"a bar of work outside any collective, “{what[:60]}”, stopped unfinished ({done}{seconds / 60:.1f} min)"
+        )
+        chosen.append(_as_root(loose, HANG, summary))
+        reasons.append(summary + ", and the timeouts followed it")
+        unowned = loose
+        unfinished.append(None)
         work = True
     if not chosen or (not work and limit is not None and limit < SHORT_TIMEOUT_MS):
         return None  # a rank late for a short timeout with nothing to show why: the timeout itself is the suspect
@@ -406,7 +464,26 @@ def hang_candidate(findings: list[Finding], topo: Topology, last: dict[int, Rank
         c.penalties.append("no line names the rank that announced it")
     if idle:
         c.penalties.append("inferred: no line says the others waited for this rank, only that it had no work")
+    if unfinished:
+        c.penalties.append("inferred: the bar's last update is short of the timeout; the rank's log stops inside it")
     return c
+
+
+def _work_bar(ev: Evidence, findings: list[Finding]) -> tuple[str, float, int] | None:
+    """A line's last tqdm bar when it counts work outside collectives and had not finished: (what, elapsed
+    seconds, percent or -1). A bar without a description counts the step its rank announced before it."""
+    bar = bar_of(ev.text)
+    if bar is None or bar[2] == 100:
+        return None
+    what = bar[0]
+    if not what:
+        at = (ev.file, ev.line)
+        own = next(
+            (f for f in findings if f.signature == "progress.tqdm" and (f.evidence[0].file, f.evidence[0].line) == at),
+            None,
+        )
+        what = bar_step(own, findings) if own is not None else ""
+    return (what, bar[1], bar[2]) if is_work(what) else None
 
 
 def _after_waits_in_file(ev: Evidence, waiting: list[Finding]) -> bool:
