@@ -27,6 +27,8 @@ TF_ABORTED = (
     "tensorflow.python.framework.errors_impl.DeadlineExceededError: Collective ops is aborted by: Collective has "
     "timed out waiting for other workers."
 )
+# the Python error of a collective op past its deadline (TensorFlow ops.py raise_from_not_ok_status: "[Op:<name>]")
+TF_DEADLINE = "tensorflow.python.framework.errors_impl.DeadlineExceededError: Deadline Exceeded [Op:CollectiveGatherV2]"
 # tsl coordination_service.cc (2023+), as jax.distributed prints it through XlaRuntimeError
 TSL_BARRIER = [
     "jaxlib.xla_extension.XlaRuntimeError: DEADLINE_EXCEEDED: Barrier timed out. Id: 0_async_write_complete.0.1. "
@@ -50,12 +52,13 @@ ELASTICDL_RETRY = (
 
 
 def test_each_backend_s_timeout_is_a_wait_and_never_a_root() -> None:
-    for text in (TF_TIMEOUT, TF_ABORTED, TSL_BARRIER[0], GLOO_READ, ELASTICDL_RETRY):
+    for text in (TF_TIMEOUT, TF_ABORTED, TF_DEADLINE, TSL_BARRIER[0], GLOO_READ, ELASTICDL_RETRY):
         got = winner(text)
         assert got is not None and got[1] == "nccl_watchdog_timeout", (text, got)
     assert winner(STORE_WAIT) == ("c10d.store_wait_timeout", "launcher_rendezvous_store_failure")
     for sig, text in (
         ("tf.collective_timeout", TF_TIMEOUT),
+        ("tf.collective_deadline", TF_DEADLINE),
         ("tsl.barrier_timeout", TSL_BARRIER[0]),
         ("gloo.io_timeout", GLOO_READ),
         ("c10d.store_wait_timeout", STORE_WAIT),
@@ -222,3 +225,19 @@ def test_one_pasted_file_an_unnamed_generate_bar_before_the_timeouts(tmp_path: P
     done = text.replace(bar, "Running generate_until requests: 100%|██████████| 1319/1319 [03:18<00:00,  6.65it/s]")
     out = run_files(tmp_path / "c", {"paste.txt": done}, settings)
     assert not any(c.line == 2 for c in out.document.root_cause.citations)
+
+
+def test_the_others_wait_for_rank_0_s_ncclUniqueId_while_it_builds_an_index(tmp_path: Path, settings: Settings) -> None:
+    # ProcessGroupNCCL.cpp broadcastUniqueNCCLID (torch 1.13-2.0 spelled it "retreiving"); Megatron's dataset
+    # index build (megatron/core/datasets) is what rank 0 announced last
+    files = {"rank0.log": "[rank0]: > building indices for blendable datasets ...\n"}
+    for r in (1, 2, 3):
+        files[f"rank{r}.log"] = (
+            f"[rank{r}]: RuntimeError: [{r}] is setting up NCCL communicator and retreiving ncclUniqueId from [0] via "
+            f"c10d key-value store by key '0', but store->get('0') got error: Timeout waiting for key: default_pg/0/0 "
+            "after 1800000 ms\n"
+        )
+    out = run_files(tmp_path / "b", files, settings)
+    rc = out.document.root_cause
+    assert rc.class_ == "rank_hang_or_missing_rank" and rc.culprit.rank == 0
+    assert any(c.file == "rank0.log" and c.line == 1 and c.verified for c in rc.citations)

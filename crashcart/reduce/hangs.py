@@ -38,15 +38,17 @@ WAIT_CLASSES = frozenset({"nccl_watchdog_timeout"})
 # <ms>ms for recv|send operation to complete", ProcessGroupGloo::monitoredBarrier "failed to pass monitoredBarrier";
 # and the c10d store's waits for a key another rank sets: TCPStore.cpp doWait "wait timeout after <ms>ms, keys:"
 # (2.3+), ProcessGroupNCCL's "retrieving ncclUniqueId from [0] via c10d key-value store ... got error: Socket
-# Timeout" (rank 0 had not created the communicator), distributed_c10d.py _store_based_barrier "Timed out
-# initializing process group in store based barrier".
+# Timeout" ("retreiving" to 2.0, "Timeout waiting for key: <k> after <ms> ms" from other stores; rank 0 had not
+# created the communicator), distributed_c10d.py _store_based_barrier "Timed out initializing process group in
+# store based barrier".
 _WAIT_TEXT = re.compile(
     r"Watchdog caught collective operation timeout|Timed out waiting \d+ms for (?:recv|send) operation"
     r"|failed to pass monitoredBarrier|Timeout at NCCL work|\bwait timeout after \d+ms, keys: "
-    r"|retrieving ncclUniqueId from \[\d+\] via c10d key-value store.*got error: (?:Socket Timeout|wait timeout)"
+    r"|retr(?:ie|ei)ving ncclUniqueId from \[\d+\] via c10d key-value store.*got error: "
+    r"(?:Socket Timeout|wait timeout|Timeout waiting for key)"
     r"|Timed out initializing process group in store based barrier"
 )
-_GLOO_MS = re.compile(r"Timed out waiting (\d+)ms")
+_GLOO_MS = re.compile(r"Timed out waiting (\d+)ms|Timeout waiting for key: \S+ after (\d+) ms")
 _BARRIER_TIMEOUT = re.compile(r"timeout=(?:(\d+) days?, )?(\d+):(\d\d):(\d\d)\)")  # str(timedelta)
 # A step outside any collective a rank announces: long work, or a dispatcher's worker idle between tasks.
 _ANNOUNCING = frozenset({"progress.step_announced", "progress.waiting_for_work"})
@@ -141,7 +143,7 @@ def timeout_ms(waiting: list[Finding]) -> int | None:
                 into.append(int(v))
         m = _GLOO_MS.search(f.evidence[0].text)
         if m is not None:
-            stated.append(int(m.group(1)))
+            stated.append(int(m.group(1) or m.group(2)))
         b = _BARRIER_TIMEOUT.search(f.evidence[0].text)
         if b is not None:
             d, h, mi, se = (int(x or 0) for x in b.groups())
