@@ -113,6 +113,14 @@ NODE_CLASS = "slurm_node_failure"
             "gpu07",
         ),
         ("NodeName=gpu07 Arch=x86_64 CoresPerSocket=32 CPUAlloc=0 State=DOWN* ThreadsPerCore=2 TmpDisk=0", "gpu07"),
+        # slurmd req.c 17.02-25.11 _launch_job_fail / _rpc_batch_job
+        ("[2024-03-01T10:00:00.000] Could not launch JobId=881 and not able to requeue it, cancelling job", None),
+        ("[2024-03-01T10:00:00.000] error: Could not confirm batch launch for JobId=881, aborting request", None),
+        # job_container/tmpfs 23.02 _create_ns, 25.11 namespace/tmpfs namespace_p_join
+        ("[2023-03-01T10:00:00.000] [881.extern] error: _create_ns: mkdir /local/slurm/881 failed: No such file", None),
+        ("slurmstepd: error: namespace_p_join: open failed for /local/slurm/881/.ns: No such file or directory", None),
+        # squeue 17.02-25.11 default layout, compact state NF (job_state_string_compact)
+        ("               881       gpu    train    alice NF    1:02:03      2 dgx[01-02]", None),
         # scontrol show node's reason line (node_mgr.c, power_save.c, agent.c reasons)
         ("   Reason=ResumeTimeout reached [slurm@2024-03-01T10:00:00]", None),
         ("   Reason=Duplicate jobid [slurm@2024-03-01T10:00:00]", None),
@@ -160,6 +168,8 @@ def test_a_node_that_could_not_run_the_job_is_a_node_failure(line: str, node: st
         "   JobState=PENDING Reason=JobHeldAdmin Dependency=(null)",
         "               881       gpu    train    alice PD       0:00      2 (BeginTime)",
         "               881       gpu    train    alice PD       0:00      2 (Prolog)",
+        # squeue rows of a running and a pending job
+        "               881       gpu    train    alice  R    1:02:03      2 dgx[01-02]",
         # healthy sinfo rows and headers
         "gpu*         up 2-00:00:00 1-infinite   no       NO        all      2       idle dgx[01-02]",
         "dgx01          1      gpu* idle ",
