@@ -241,3 +241,18 @@ def test_the_others_wait_for_rank_0_s_ncclUniqueId_while_it_builds_an_index(tmp_
     rc = out.document.root_cause
     assert rc.class_ == "rank_hang_or_missing_rank" and rc.culprit.rank == 0
     assert any(c.file == "rank0.log" and c.line == 1 and c.verified for c in rc.citations)
+
+
+def test_the_dispatcher_names_the_worker_whose_task_timed_out(tmp_path: Path, settings: Settings) -> None:
+    # ElasticDL master/task_manager.py (2020-11 on) on the master; the workers' allreduce retry (controller.py)
+    master = (
+        "[2020-11-19 10:30:00,000] [INFO] [task_manager.py:364:create_tasks] 40 tasks created with total of 40000 records.\n"
+        "[2020-11-19 10:45:31,004] [INFO] [task_manager.py:606:_check_and_reassign_timeout_tasks] worker 1 timeout, "
+        "relaunch it\n"
+        "[2020-11-19 10:45:31,010] [INFO] [task_manager.py:546:recover_tasks] Recover the tasks assigned to worker 1\n"
+    )
+    files = {"master.log": master, **{f"worker-{r}.log": ELASTICDL_RETRY + "\n" for r in (0, 2)}}
+    out = run_files(tmp_path / "b", files, settings)
+    rc = out.document.root_cause
+    assert rc.class_ == "rank_hang_or_missing_rank" and rc.culprit.rank == 1
+    assert any(c.file == "master.log" and c.line == 2 and c.verified for c in rc.citations)
