@@ -52,12 +52,20 @@ LINKED_MARGIN = 30.0  # the same pid or the same node: the kill and the death ar
 _IPV4 = re.compile(r"\d{1,3}(?:\.\d{1,3}){3}")
 
 
+#: Fields that hold the address of the node a line says ran low on memory (catalogue ray.memory_monitor_kill): the
+#: memory monitor's "Memory on the node (IP: %s", also later on the line ("at_ip"), the raylet summary's "at node
+#: (ID: %s, IP: %s)". Not a RayTaskError's "ip=": over a Ray OutOfMemoryError it is the caller whose ray.get
+#: failed, which may run on another node; over a 1.x RayOutOfMemoryError it is the node, but the error's own line
+#: below names that node by host name, and one node under two names would read as two (no culprit).
+PLACE_FIELDS = ("ip", "at_ip", "node_ip", "address", "node")
+
+
 def place(f: Finding) -> str | None:
     """The node a memory killer's line names: the finding's node, or the address it names (Ray names nodes by IP:
     "Memory on the node (IP: 10.0.62.231, ...)", "at node (ID: ..., IP: 10.0.62.231)")."""
     if f.node:
         return f.node
-    for key in ("ip", "node_ip", "task_ip", "address", "node"):
+    for key in PLACE_FIELDS:
         value = f.fields.get(key, "")
         if _IPV4.fullmatch(value) and not value.startswith("127."):  # a local Ray instance names no node
             return value

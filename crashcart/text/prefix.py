@@ -40,7 +40,15 @@ _IP_HOST = re.compile(
     r"[ \t]*((?:25[0-5]|2[0-4]\d|1?\d?\d)(?:\.(?:25[0-5]|2[0-4]\d|1?\d?\d)){3}): "
 )  # pdsh -w 10.0.0.1
 _POD = re.compile(r"[ \t]*\[pod/([a-z0-9][a-z0-9.-]{0,252})/[a-z0-9-]+\] ")  # kubectl logs --prefix
-_RAY = re.compile(r"[ \t]*\([A-Za-z_][\w.]* pid=\d+(?:, ip=([0-9.]+|[0-9a-fA-F:]+))?\) ")  # Ray workers
+# Ray's driver prints each forwarded worker/raylet line as "({prefix}{pid}, ip={ip}) {line}" (python/ray/worker.py 1.x,
+# ray/_private/worker.py 2.x print_worker_logs: prefix "pid=" or "<actor or task name> pid=", none for "raylet" and
+# "autoscaler +<time>"; log_monitor.py names gcs_server and runtime_env files by those words instead of a pid; ", ip="
+# only when the line came from another node than the driver's). A task name may hold parentheses
+# ("MapWorker(MapBatches(fn))").
+_RAY = re.compile(
+    r"[ \t]*\((?:(?:[A-Za-z_][^\s()]*(?:\((?:[^()\s]|\([^()\s]*\))*\))? )?pid=(?:\d+|gcs_server|runtime_env)"
+    r"|raylet|autoscaler \+[\w.]+)(?:, ip=([0-9.]+|[0-9a-fA-F:]+))?\) "
+)
 
 # Bracketed prefixes that may repeat and nest, in any order.
 _RANK = re.compile(r"[ \t]*\[rank(\d{1,7})\]: ?")  # PyTorch
