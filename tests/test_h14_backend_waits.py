@@ -256,3 +256,25 @@ def test_the_dispatcher_names_the_worker_whose_task_timed_out(tmp_path: Path, se
     rc = out.document.root_cause
     assert rc.class_ == "rank_hang_or_missing_rank" and rc.culprit.rank == 1
     assert any(c.file == "master.log" and c.line == 2 and c.verified for c in rc.citations)
+
+
+def test_the_tasks_that_stopped_sending_heartbeats_are_named_but_not_trusted(
+    tmp_path: Path, settings: Settings
+) -> None:
+    # jax.distributed through tsl coordination_service.cc, under srun -l (AMD-AGI/maxtext-slurm post-mortem layout)
+    files = {
+        "slurm-881.out": (
+            " 0: completed step: 70, seconds: 30.309, TFLOP/s/device: 207.973, MFU: 8.32%\n"
+            " 0: F0224 19:21:00.075587  157988 client.h:77] Terminating process because the JAX distributed service "
+            "detected fatal errors. This most likely indicates that another task died; see the other task logs for "
+            "more details. absl::Status: UNAVAILABLE: The following tasks are unhealthy (stopped sending heartbeats):\n"
+            " 0: /job:jax_worker/replica:0/task:3\n"
+            " 0: The tasks have crashed. Check the task logs for an earlier error, or scheduler events (e.g. "
+            "preemption, eviction) to debug further.\n"
+        )
+    }
+    out = run_files(tmp_path / "b", files, settings)
+    rc = out.document.root_cause
+    assert rc.class_ == "rank_hang_or_missing_rank" and rc.culprit.rank == 3
+    assert any(c.line == 3 and c.verified for c in rc.citations)
+    assert rc.confidence <= 0.6
