@@ -6,7 +6,8 @@ ESLURMD_* strings after srun's src/api/step_launch.c "Task launch for %ps failed
 slurmstepd task.c/mgr.c; slurmctld job_mgr.c, agent.c, power_save.c, node_mgr.c; job state reasons
 (job_state_reason.c, job_mgr.c state_desc) as scontrol (src/scontrol/info_job.c, src/api/job_info.c) and squeue
 print them; sinfo's layouts (src/sinfo/opts.c). A time limit, a preemption, a request the node cannot meet or a
-user's own task prolog is no node failure.
+user's own task prolog is no node failure; a listing of nodes (sinfo, scontrol show node) counts for the job's own
+nodes (crashcart/reduce/listing.py).
 """
 
 from __future__ import annotations
@@ -16,8 +17,11 @@ from pathlib import Path
 import pytest
 
 from crashcart.catalogue import load_catalogue
+from crashcart.models import Topology
+from crashcart.reduce.causal import Candidate
+from crashcart.reduce.listing import ELSEWHERE, UNTIED, expand, listed_nodes
 from crashcart.settings import Settings
-from tests.kit import run_files, winner
+from tests.kit import finding, run_files, winner
 
 NODE_CLASS = "slurm_node_failure"
 
@@ -268,3 +272,59 @@ def test_a_time_limit_stays_a_time_limit_beside_a_drained_node(tmp_path: Path, s
     }
     root = run_files(tmp_path / "b", files, settings).document.root_cause
     assert root.class_ == "scheduler_preemption_or_timelimit"
+
+
+# reduce/listing.py: a sinfo or scontrol show node listing names nodes of the partition, not of the job
+SINFO_R = "Prolog error         slurm     2024-03-01T10:00:00 dgx[08-09]"  # sinfo -R (opts.c 17.02-25.11)
+SINFO_N = "dgx02          1      gpu* drain "  # sinfo -N (opts.c 17.02-25.11)
+
+
+@pytest.mark.parametrize(
+    ("line", "job_nodes", "penalty"),
+    [
+        (SINFO_R, ["dgx01", "dgx02"], ELSEWHERE),  # the drained nodes are not the job's
+        (SINFO_R, ["dgx01", "dgx09"], 0.0),  # one of them is: the listing counts in full
+        (SINFO_N, ["dgx02"], 0.0),
+        (SINFO_N, [], UNTIED),  # the bundle does not say where the job ran
+    ],
+)
+def test_a_node_listing_counts_for_the_jobs_own_nodes(line: str, job_nodes: list[str], penalty: float) -> None:
+    cat = load_catalogue()
+    sig = winner(line)
+    assert sig is not None
+    f = finding(sig[0], line, file="sinfo.txt")
+    if f.fields.get("node"):
+        f = f.model_copy(update={"node": f.fields["node"]})
+    c = Candidate(NODE_CLASS, [f], [])
+    c.score = 60.0
+    listed_nodes([c], Topology(nodes=job_nodes), floor=30.0)
+    assert c.score == 60.0 - penalty
+    assert cat.signatures[cat.index[sig[0]]].class_id == NODE_CLASS
+
+
+def test_an_untied_listing_alone_still_answers_but_not_over_a_ranks_error() -> None:
+    alone = Candidate(NODE_CLASS, [finding("slurm.sinfo_node_state", SINFO_N, file="sinfo.txt")], [])
+    alone.score = 38.0  # a P1 line with no bonus
+    listed_nodes([alone], Topology(), floor=30.0)
+    assert 30.0 < alone.score < 34.0  # above the least answer, below a rank's traceback (GENERIC_WEIGHT 34)
+
+
+def test_slurm_hostlists_expand_to_their_nodes() -> None:
+    assert expand("dgx[01-03,07],gpu-node-017") == {"dgx01", "dgx02", "dgx03", "dgx07", "gpu-node-017"}
+    assert expand("n[8-10]") == {"n8", "n9", "n10"}
+    assert expand("dgx[01-0") == set()  # cut off: nothing is read from it
+
+
+def test_a_ranks_own_error_beats_a_listing_of_another_node(tmp_path: Path, settings: Settings) -> None:
+    files = {
+        "rank3.log": (  # torch 2.x prefixes a rank's traceback with [rankN]:
+            "[rank3]: Traceback (most recent call last):\n"
+            '[rank3]:   File "train.py", line 10, in <module>\n'
+            "[rank3]:     x = batch['labels']\n"
+            "[rank3]: KeyError: 'labels'\n"
+        ),
+        "sinfo-R.txt": "REASON               USER      TIMESTAMP           NODELIST\n" + SINFO_R + "\n",
+    }
+    root = run_files(tmp_path / "b", files, settings).document.root_cause
+    assert root.class_ == "python_exception_rank_crash"
+    assert root.culprit.rank == 3

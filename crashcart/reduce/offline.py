@@ -41,6 +41,7 @@ from crashcart.reduce.hangs import (
     waits,
 )
 from crashcart.reduce.host import host_suspects, stale_gpu_memory, switch_endpoint
+from crashcart.reduce.listing import listed_nodes
 from crashcart.reduce.memory import killed_work, named_nodes
 from crashcart.reduce.prolog import prolog_node
 from crashcart.reduce.smells import (
@@ -91,6 +92,7 @@ def _decide(groups: list[Group], findings: list[Finding], topo: Topology, last: 
         score(c, pic, topo, findings, last, earliest)
     _add_hangs(cands, findings, topo, last)
     _add_smells(cands, findings, topo)
+    listed_nodes(cands, topo, MIN_SCORE)  # a node listing counts for the job's nodes (reduce/listing.py)
     stale_gpu_memory(cands, findings)  # a stopped process holding GPU memory (reduce/host.py)
     add_file_candidates(cands, findings, topo)  # Flight Recorder, stack dumps, RAS (hang_files)
     hardware_first(cands)
