@@ -264,3 +264,33 @@ srun: error: nid001277: task 1: Out Of Memory
     assert out.document.root_cause.class_ == "host_oom_kill"
     tracebacks = [f for f in out.findings if len(f.evidence) > 1 and f.evidence[1].end_line]
     assert [f.class_id for f in tracebacks] == ["python_exception_rank_crash"]
+
+
+# 2.60 Ray Train v2: WorkerGroupError over a worker whose health check failed because its actor was killed
+# (v2/api/exceptions.py, v2/_internal/execution/worker_group/poll.py and worker_group.py; the ActorDiedError's str)
+TRAIN_V2 = """\
+Traceback (most recent call last):
+  File "/home/user/train.py", line 61, in <module>
+    result = trainer.fit()
+ray.train.WorkerGroupError: Training failed due to worker errors:
+[Rank 2 Error Snippet]:
+A worker health check failed.
+Worker info: Worker(actor=Actor(RayTrainWorker, 9c1d2e3f01000000), metadata=WorkerMetadata(node_ip='10.0.0.6', pid=48210))
+The actor died unexpectedly before finishing this task.
+	class_name: RayTrainWorker
+	actor_id: 9c1d2e3f01000000
+	pid: 48210
+	ip: 10.0.0.6
+The actor is dead because its worker process has died. Worker exit type: NODE_OUT_OF_MEMORY Worker exit detail: 1 worker(s) were killed due to the node running low on memory. Memory on the node (IP: 10.0.0.6, ID: 5e4d) was 120.50GB used / 125.00GB limit (0.964000)
+"""
+
+
+def test_ray_train_v2s_aggregate_carries_the_workers_memory_kill(tmp_path: Path, settings: Settings) -> None:
+    assert winner("ray.train.WorkerGroupError: Training failed due to worker errors:") == (
+        "ray.tune_trials_incomplete",
+        "unknown",
+    )
+    out = run_files(tmp_path / "b", {"driver.log": TRAIN_V2}, settings)
+    root = out.document.root_cause
+    assert root.class_ == "host_oom_kill" and root.culprit.node == "10.0.0.6"
+    assert any(c.line == 13 and c.verified for c in root.citations)
