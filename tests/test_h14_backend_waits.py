@@ -278,3 +278,16 @@ def test_the_tasks_that_stopped_sending_heartbeats_are_named_but_not_trusted(
     assert rc.class_ == "rank_hang_or_missing_rank" and rc.culprit.rank == 3
     assert any(c.line == 3 and c.verified for c in rc.citations)
     assert rc.confidence <= 0.6
+
+
+def test_horovod_s_launcher_timeouts_are_start_failures_not_rank_crashes() -> None:
+    # horovod/runner/common/util/timeout.py (v0.16-v0.28) with launch.py's and elastic/driver.py's messages
+    for text in (
+        "horovod.runner.common.util.timeout.TimeoutException: Timed out waiting for tasks to start. Please check "
+        "connectivity between servers. You may need to increase the --start-timeout parameter if you have too many "
+        "servers. Timeout after 30 seconds.",
+        "Timed out waiting for Spark tasks to start. Please check that you have enough resources to run all Horovod "
+        "processes. Each Horovod process runs in a Spark task. You may need to increase the start_timeout parameter "
+        "to a larger value if your Spark resources are allocated on-demand. Timeout after 600 seconds.",
+    ):
+        assert winner(text) == ("horovod.start_timeout", "launcher_rendezvous_store_failure")
