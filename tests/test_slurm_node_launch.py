@@ -117,6 +117,12 @@ NODE_CLASS = "slurm_node_failure"
             "gpu07",
         ),
         ("NodeName=gpu07 Arch=x86_64 CoresPerSocket=32 CPUAlloc=0 State=DOWN* ThreadsPerCore=2 TmpDisk=0", "gpu07"),
+        # slurmctld job_mgr.c 17.02-25.11 job_epilog_complete; salloc.c 17.02-25.11 "Job submit/allocate failed: %m"
+        (
+            "[2024-03-01T10:00:00.000] error: job_epilog_complete: JobId=881 epilog error on gpu07, draining the node",
+            "gpu07",
+        ),
+        ("salloc: error: Job submit/allocate failed: Required node not available (down, drained or reserved)", None),
         # slurmd req.c 17.02-25.11 _launch_job_fail / _rpc_batch_job
         ("[2024-03-01T10:00:00.000] Could not launch JobId=881 and not able to requeue it, cancelling job", None),
         ("[2024-03-01T10:00:00.000] error: Could not confirm batch launch for JobId=881, aborting request", None),
