@@ -294,3 +294,25 @@ def test_ray_train_v2s_aggregate_carries_the_workers_memory_kill(tmp_path: Path,
     root = out.document.root_cause
     assert root.class_ == "host_oom_kill" and root.culprit.node == "10.0.0.6"
     assert any(c.line == 13 and c.verified for c in root.citations)
+
+
+def test_an_actor_whose_creation_task_the_1x_memory_monitor_stopped_is_that_kill(
+    tmp_path: Path, settings: Settings
+) -> None:
+    # exceptions.py 1.13 RayActorError(cause=RayTaskError): "The actor died because of an error raised in its creation
+    # task, {cause.__str__()}", the cause's frames outside ray/_private/ and _raylet.pyx, then its exception line
+    text = """\
+Traceback (most recent call last):
+  File "/srv/build_index.py", line 33, in <module>
+    ray.get([s.ready.remote() for s in shards])
+  File "/opt/conda/lib/python3.8/site-packages/ray/worker.py", line 1833, in get
+    raise value
+ray.exceptions.RayActorError: The actor died because of an error raised in its creation task, ray::Shard.__init__() (pid=5501, ip=10.10.4.9)
+  File "/srv/shard.py", line 14, in __init__
+    self.table = load_table(path)
+ray._private.memory_monitor.RayOutOfMemoryError: More than 95% of the memory on node node-09 is used (59.8 / 62.8 GB). The top 10 memory consumers are:
+"""
+    out = run_files(tmp_path / "b", {"driver.log": text}, settings)
+    root = out.document.root_cause
+    assert root.class_ == "host_oom_kill" and root.culprit.node == "node-09"
+    assert not any(h.class_ == "python_exception_rank_crash" for h in out.document.hypotheses)

@@ -322,7 +322,7 @@ def _int(value: str | None) -> int | None:
 CARRIED_CLASSES = frozenset({"host_oom_kill"})
 #: Lines of a final exception's message read below its exception line for a carried line (python/ray/exceptions.py
 #: RayTaskError.__str__: the cause's traceback, then its exception line; the memory monitor's message after it).
-MESSAGE_LINES = 32
+MESSAGE_LINES = 64
 CARRIED_FIELD = "_carried_line"  # the line number of the carried line, on a traceback finding that carries one
 
 
