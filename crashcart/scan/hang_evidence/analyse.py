@@ -18,7 +18,7 @@ scan's id source. Output: ``HangScan`` (findings, files refused with a reason, n
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -30,6 +30,7 @@ from crashcart.scan.findings import IdSource
 from crashcart.scan.hang_evidence import build, collectives, fr, horovod, pyspy_json, ras, stacks
 from crashcart.scan.hang_evidence.build import MAX_CULPRITS, finding
 from crashcart.scan.hang_evidence.collectives import KIND_CLASS, Verdict, ranks_text
+from crashcart.scan.matcher import Literals
 
 HANG_KIND = "hang_evidence"
 LOG_KINDS = frozenset({"rank_log", "combined_log", "log"})
@@ -46,6 +47,8 @@ _PYSPY_MARK = re.compile(
     rb'|^(?:[^\n]*: )?Thread (?:0x[0-9A-Fa-f]+|\d+)(?: \((?:active|idle|active\+gil|gil)\))?: "MainThread"',
     re.MULTILINE,
 )
+_PYSPY_WORDS = frozenset({b"Python v", b'"MainThread"'})  # in every text _PYSPY_MARK matches
+_MARKS = Literals((*sorted(_PYSPY_WORDS), _FH_MARK, horovod.MARK))  # what a log is parsed for if it holds one
 
 
 @dataclass
@@ -55,8 +58,11 @@ class HangScan:
     notes: dict[str, str] = field(default_factory=dict)
 
 
-def scan_hang_evidence(bundle: Bundle, ids: IdSource) -> HangScan:
-    """Every hang-evidence file of ``bundle`` read and reasoned over; a bad file is a failure, not an exception."""
+def scan_hang_evidence(bundle: Bundle, ids: IdSource, tail_marks: Mapping[str, TailMarks] | None = None) -> HangScan:
+    """Every hang-evidence file of ``bundle`` read and reasoned over; a bad file is a failure, not an exception.
+
+    :param tail_marks: what the scan found in large logs' tails (``tail_marks``), by path: a tail without a
+        mark is not read again (the same answer: nothing in it is parsed)."""
     out = HangScan()
     dumps: list[fr.Dump] = []
     procs: list[stacks.Process] = []
@@ -78,21 +84,28 @@ def scan_hang_evidence(bundle: Bundle, ids: IdSource) -> HangScan:
         if bf.size <= MAX_LOG_READ and budget > 0:
             budget -= bf.size
             data = phys.read_bytes()
-        elif bf.size > MAX_LOG_READ and tails > 0 and (tail := _tail(bundle, bf.path, phys)) is not None:
+        elif bf.size > MAX_LOG_READ and tails > 0:
+            known = tail_marks.get(bf.path) if tail_marks else None
+            if known is not None and not known.marked:  # the scan looked: nothing below parses this tail
+                tails -= TAIL_BYTES if known.present else 0  # counted as if read
+                continue
+            if (tail := _tail(bundle, bf.path, phys)) is None:
+                continue
             tails -= TAIL_BYTES
             first, data = tail
         else:
             continue
-        # literal tests first: the regex runs at a tenth of their speed, over every small log
-        pyspy = (b"Python v" in data or b'"MainThread"' in data) and _PYSPY_MARK.search(data) is not None
+        # literal tests first (one pass for all four): the regex runs at a tenth of their speed, over every small log
+        marks = _MARKS.found(data)
+        pyspy = bool(marks & _PYSPY_WORDS) and _PYSPY_MARK.search(data) is not None
         lines: Sequence[str] | None = None
-        if _FH_MARK in data or pyspy:
+        if _FH_MARK in marks or pyspy:
             dumped = _window(
                 *_from_first_header(data, first, pyspy), max_line
             )  # a small log too: no line before counts
             tools = {"faulthandler", "py-spy"} if pyspy else {"faulthandler"}
             procs.extend(_on(bf, p) for p in stacks.parse(bf.path, dumped, bf.rank) if p.tool in tools)
-        if horovod.MARK in data:
+        if horovod.MARK in marks:
             lines = lines or _window(data, first, max_line)
             stalls.extend((bf.path, lines, st) for st in horovod.parse(lines)[-1:])  # it repeats: the last
     verdicts = collectives.analyse(dumps)
@@ -152,10 +165,29 @@ def _read_one(
         out.failures.append(SkippedFile(path=bf.path, reason=f"unreadable: {exc.strerror or exc}"))
 
 
+@dataclass(frozen=True)
+class TailMarks:
+    """A large log's tail as ``scan_hang_evidence`` would read it (``_tail``), looked at beforehand: whether it
+    has one (``present``) and whether it holds a word that anything below parses for (``marked``)."""
+
+    present: bool
+    marked: bool
+
+
+def tail_marks(phys: Path, lines: int) -> TailMarks:
+    """``TailMarks`` of a log of ``lines`` lines (as scanned); run by the scan's threads right after each large
+    file, while the page cache holds its end, so that the pass over the bundle need not read unmarked tails."""
+    tail = _read_tail(phys, lines)
+    return TailMarks(tail is not None, tail is not None and bool(_MARKS.found(tail[1])))
+
+
 def _tail(bundle: Bundle, path: str, phys: Path) -> tuple[int, bytes] | None:
+    return _read_tail(phys, bundle.line_count(path))
+
+
+def _read_tail(phys: Path, total: int | None) -> tuple[int, bytes] | None:
     """(the file's line number of its first whole line in the last ``TAIL_BYTES``, those bytes from it), from the
-    scan's line count; None when it has none."""
-    total = bundle.line_count(path)
+    scan's line count ``total``; None when it has none."""
     if not total:
         return None
     with phys.open("rb") as fh:
