@@ -35,6 +35,7 @@ OWN = [  # the files this change edits (others edit the rest of the working tree
     "crashcart/scan/matcher.py",
     "crashcart/scan/hang_evidence/stacks.py",
     "crashcart/scan/hang_evidence/analyse.py",
+    "crashcart/cli.py",
 ]
 
 

@@ -19,9 +19,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
-from rich.console import Console
-from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
-from rich.table import Table
 
 from crashcart.cli_parser import UsageError, _fail, _parser
 from crashcart.errors import (
@@ -37,6 +34,9 @@ from crashcart.plugins import Check, Plugin, load_plugins
 from crashcart.settings import Settings, ray_address
 
 if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.progress import Progress
+
     from crashcart.pipeline import Outcome
     from crashcart.store import Store
 
@@ -48,6 +48,8 @@ PIPED_WIDTH = 100  # columns when stdout is a pipe or a file and COLUMNS is not 
 
 def _stdout() -> Console:
     """stdout in the terminal's width (or ``COLUMNS``); a pipe or a file gets ``PIPED_WIDTH`` columns."""
+    from rich.console import Console  # rich only where something is drawn: ``diagnose --json`` never is
+
     console = Console(highlight=False)
     if console.is_terminal:
         return console
@@ -61,7 +63,6 @@ def main(argv: list[str] | None = None) -> int:
         args = _parser(plugins, synth="synth" in words).parse_args(argv)
     except SystemExit as exc:  # --help (0) or a usage error, already reported in one line (2)
         return exc.code if isinstance(exc.code, int) else 2
-    err = Console(stderr=True, highlight=False)
     try:
         _check_text(args)
         owner = next((p for p in plugins if args.command in p.commands), None)
@@ -70,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
         settings = _settings()
         if args.command == "doctor":
             return _doctor(settings, plugins)
-        return _run(args, settings, err)
+        return _run(args, settings)
     except BundleError as exc:
         _fail(f"error: {exc.detail or type(exc).__name__}")
         return 2
@@ -113,9 +114,9 @@ def _settings(cls: type[Settings] = Settings) -> Settings:
         raise ConfigError(f"{env}: {first.get('msg', 'invalid value')}") from None
 
 
-def _run(args: argparse.Namespace, settings: Settings, err: Console) -> int:
+def _run(args: argparse.Namespace, settings: Settings) -> int:
     if args.command == "synth":
-        return _synth(args, err)
+        return _synth(args)
     if getattr(args, "engine", None):
         settings = settings.model_copy(update={"engine": args.engine})
     if getattr(args, "cluster", None):
@@ -126,17 +127,17 @@ def _run(args: argparse.Namespace, settings: Settings, err: Console) -> int:
     if settings.engine == "llm":
         _check_llm(settings)
     if args.command == "eval":
-        return _eval(args, settings, err)
+        return _eval(args, settings)
     if args.command == "diagnose":
         _check_out(args.out)
     if args.command == "diagnose" and args.no_store:
-        return _diagnose(args, settings, None, err)
+        return _diagnose(args, settings, None)
     from crashcart.store import Store
 
     store = Store(settings.store)
     try:
         if args.command == "diagnose":
-            return _diagnose(args, settings, store, err)
+            return _diagnose(args, settings, store)
         if args.command == "list":
             _list(store.list(args.limit), _stdout())
             return 0
@@ -159,7 +160,7 @@ def _run(args: argparse.Namespace, settings: Settings, err: Console) -> int:
     return 1
 
 
-def _synth(args: argparse.Namespace, err: Console) -> int:
+def _synth(args: argparse.Namespace) -> int:
     from crashcart.synth import synthesize
 
     if args.cls not in args.classes:
@@ -207,23 +208,27 @@ def _check_out(out: Path | None) -> None:
         raise UsageError(f"--out {out}: cannot write in {parent}; give a directory you can write to")
 
 
-def _diagnose(args: argparse.Namespace, settings: Settings, store: Store | None, err: Console) -> int:
+def _diagnose(args: argparse.Namespace, settings: Settings, store: Store | None) -> int:
     from crashcart.pipeline import diagnose
-    from crashcart.report.terminal import render
 
     size = _size(args.bundle)
     bar: Progress | None = None
     task = None
-    if size >= PROGRESS_MIN_BYTES and err.is_terminal:
-        bar = Progress(
-            TextColumn("[bold]{task.description}"),
-            BarColumn(),
-            DownloadColumn(),
-            TimeRemainingColumn(),
-            console=err,
-        )
-        task = bar.add_task("scanning", total=size)
-        bar.start()
+    if size >= PROGRESS_MIN_BYTES and _stderr_may_be_terminal():
+        from rich.console import Console
+        from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
+
+        err = Console(stderr=True, highlight=False)
+        if err.is_terminal:
+            bar = Progress(
+                TextColumn("[bold]{task.description}"),
+                BarColumn(),
+                DownloadColumn(),
+                TimeRemainingColumn(),
+                console=err,
+            )
+            task = bar.add_task("scanning", total=size)
+            bar.start()
 
     def progress(done: int, total: int) -> None:
         if bar is not None and task is not None:
@@ -253,10 +258,22 @@ def _diagnose(args: argparse.Namespace, settings: Settings, store: Store | None,
     if args.json:
         sys.stdout.write(json.dumps(payload, ensure_ascii=False) + "\n")
     else:
+        from crashcart.report.terminal import render
+
         render(doc, _stdout())
     if written:
         _fail(f"wrote {', '.join(p.name for p in written)} to {args.out.resolve()}")
     return 0
+
+
+def _stderr_may_be_terminal() -> bool:
+    """False only where rich's ``Console.is_terminal`` is False for stderr (no tty, neither ``TTY_COMPATIBLE`` nor
+    ``FORCE_COLOR`` set), so that a piped ``diagnose`` never imports rich to be told so (0.02 s of every run)."""
+    try:
+        tty = sys.stderr.isatty()
+    except (AttributeError, ValueError):
+        tty = False
+    return tty or "TTY_COMPATIBLE" in os.environ or "FORCE_COLOR" in os.environ  # noqa: TID251 (rich reads these)
 
 
 def _check_llm(settings: Settings) -> None:
@@ -283,6 +300,8 @@ def _doctor(settings: Settings, plugins: list[Plugin]) -> int:
         return [*await run_checks(settings), *[await check() for check in extra]]
 
     checks = asyncio.run(everything())
+    from rich.table import Table
+
     table = Table(show_edge=False)
     for col in ("check", "status", "detail", "fix"):
         table.add_column(col)
@@ -293,7 +312,9 @@ def _doctor(settings: Settings, plugins: list[Plugin]) -> int:
     return 1 if any(c.status == "fail" for c in checks) else 0
 
 
-def _eval(args: argparse.Namespace, settings: Settings, err: Console) -> int:
+def _eval(args: argparse.Namespace, settings: Settings) -> int:
+    from rich.table import Table
+
     from crashcart import evaluate
 
     cases = evaluate.find_cases(args.dirs)
@@ -394,6 +415,8 @@ def _size(path: Path) -> int:
 
 
 def _list(rows: list, console: Console) -> None:  # type: ignore[type-arg]
+    from rich.table import Table
+
     table = Table(show_edge=False)
     for col in ("id", "when", "job", "root cause", "culprit", "confidence", "runs"):
         table.add_column(col)

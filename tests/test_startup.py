@@ -1,0 +1,50 @@
+"""What an offline ``crashcart diagnose --json`` loads: nothing that only draws (rich), since start-up is part of
+every run's time (issue 16)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.conftest import MakeBundle
+
+# PyTorch c10/cuda/CUDACachingAllocator.cpp (torch 2.x): the OutOfMemoryError message a rank log carries
+OOM = (
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.15 GiB "
+    "of which 1.19 GiB is free. Including non-PyTorch memory, this process has 77.95 GiB memory in use.\n"
+)
+
+CODE = """
+import contextlib, io, json, sys
+from crashcart.cli import main
+out = io.StringIO()
+with contextlib.redirect_stdout(out):
+    code = main(["diagnose", sys.argv[1], "--no-store", "--json"])
+drawn = sorted(m for m in sys.modules if m.split(".")[0] == "rich")
+print(json.dumps({"code": code, "doc": json.loads(out.getvalue()), "rich": drawn}))
+"""
+
+
+def test_diagnose_json_imports_no_rich(make_bundle: MakeBundle, tmp_path: Path) -> None:
+    bundle = make_bundle({"rank-0.log": "[rank0]: step 1\n" + OOM})
+    env = {"CRASHCART_WORK_DIR": str(tmp_path / "work"), "CRASHCART_DB": str(tmp_path / "db.sqlite")}
+    run = subprocess.run(
+        [sys.executable, "-c", CODE, str(bundle)],
+        capture_output=True,
+        text=True,
+        env={**_inherited(), **env},
+        stdin=subprocess.DEVNULL,
+    )
+    assert run.returncode == 0, run.stderr
+    got = json.loads(run.stdout)
+    assert got["code"] == 0 and got["doc"]["root_cause"]["class"]
+    assert got["rich"] == []
+
+
+def _inherited() -> dict[str, str]:
+    """The test process's environment without rich's terminal switches (stderr here is a pipe)."""
+    import os
+
+    return {k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR", "TTY_COMPATIBLE")}  # noqa: TID251
