@@ -52,7 +52,9 @@ ELASTICDL_RETRY = (
 
 
 def test_each_backend_s_timeout_is_a_wait_and_never_a_root() -> None:
-    for text in (TF_TIMEOUT, TF_ABORTED, TF_DEADLINE, TSL_BARRIER[0], GLOO_READ, ELASTICDL_RETRY):
+    # ElasticDL worker/worker.py with FTLib (2019-12 to 2020-08)
+    ftlib_barrier = "[2020-04-10 08:13:55,021] [WARNING] [worker.py:755:_broadcast_model_params] Failed to perform barrier operation"
+    for text in (TF_TIMEOUT, TF_ABORTED, TF_DEADLINE, TSL_BARRIER[0], GLOO_READ, ELASTICDL_RETRY, ftlib_barrier):
         got = winner(text)
         assert got is not None and got[1] == "nccl_watchdog_timeout", (text, got)
     assert winner(STORE_WAIT) == ("c10d.store_wait_timeout", "launcher_rendezvous_store_failure")
