@@ -293,3 +293,28 @@ def test_horovod_s_launcher_timeouts_are_start_failures_not_rank_crashes() -> No
         "to a larger value if your Spark resources are allocated on-demand. Timeout after 600 seconds.",
     ):
         assert winner(text) == ("horovod.start_timeout", "launcher_rendezvous_store_failure")
+
+
+def test_pod_named_worker_logs_say_which_worker_they_are(tmp_path: Path, settings: Settings) -> None:
+    # ElasticDL 2020-04 (worker/main.py "Starting worker %d", task_data_service.py, worker.py with FTLib); k8s pod
+    # names name no rank, the worker's own first line does
+    def log(worker: int, last: str) -> str:
+        return (
+            f"[2020-04-10 08:00:01,002] [INFO] [main.py:21:main] Starting worker {worker}\n"
+            "[2020-04-10 08:00:09,880] [INFO] [worker.py:658:_process_eval_task] the evaluation task_id: 12\n"
+            f"{last}\n"
+        )
+
+    barrier = "[2020-04-10 08:13:55,021] [WARNING] [worker.py:755:_broadcast_model_params] Failed to perform barrier operation"
+    files = {
+        "elasticdl-mnist-worker-0.log": log(0, barrier),
+        "elasticdl-mnist-worker-1.log": log(
+            1, "[2020-04-10 08:01:00,118] [INFO] [task_data_service.py:203:get_dataset] No more task, stopping"
+        ),
+        "elasticdl-mnist-worker-2.log": log(2, barrier),
+    }
+    out = run_files(tmp_path / "b", files, settings)
+    rc = out.document.root_cause
+    assert rc.class_ == "rank_hang_or_missing_rank" and rc.culprit.rank == 1, rc
+    assert any(c.file == "elasticdl-mnist-worker-1.log" and c.line == 3 and c.verified for c in rc.citations)
+    assert rc.confidence <= 0.6

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from crashcart.ingest.bundle import Bundle
 from crashcart.locate.last import last_lines
-from crashcart.locate.topology import attribute, infer_topology, layout_ranks, local_to_global
+from crashcart.locate.topology import attribute, declared_ranks, infer_topology, layout_ranks, local_to_global
 from crashcart.models import Finding, RankLast, Topology
 from crashcart.scan.run import ScanResult
 
@@ -21,4 +21,12 @@ def locate(bundle: Bundle, scanned: ScanResult) -> tuple[Topology, list[Finding]
     topo = infer_topology(bundle.files, scanned.findings, bundle.manifest)
     findings = attribute(scanned.findings, topo, bundle.files)
     folders = {p: r for r, (_, _, paths) in layout_ranks(bundle.files, scanned.findings).items() for p in paths}
-    return topo, findings, last_lines(bundle, scanned, findings, folders, local_to_global(topo))
+    declared = {p: r for p, r in declared_ranks(bundle.files, findings).items() if p not in folders}
+    if declared:  # a log whose process says which worker it is: its unprefixed lines are that rank's
+        findings = [
+            f.model_copy(update={"rank": declared[f.evidence[0].file]})
+            if f.rank is None and f.evidence[0].file in declared
+            else f
+            for f in findings
+        ]
+    return topo, findings, last_lines(bundle, scanned, findings, {**folders, **declared}, local_to_global(topo))

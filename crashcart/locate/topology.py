@@ -313,6 +313,25 @@ def _what_of(f: Finding, aborts: set[tuple[str, int]]) -> bool:
     return any((ev.file, ev.line - k) in aborts for k in range(1, TERMINATE_WHAT_LINES + 1))
 
 
+# Signatures whose line is a process saying which rank (worker) it is: ElasticDL worker/main.py "Starting worker
+# <id>" (2019-2024), the index its master's task dispatcher and its pod names use.
+DECLARING = frozenset({"elasticdl.worker_started"})
+
+
+def declared_ranks(files: list[BundleFile], findings: list[Finding]) -> dict[str, int]:
+    """Path -> rank for a log whose path names no rank but whose process declares one (``DECLARING``), when it
+    declares exactly one and no line in it names another."""
+    named = {bf.path for bf in files if bf.rank is not None}
+    said: dict[str, set[int]] = defaultdict(set)
+    other: dict[str, set[int]] = defaultdict(set)
+    for f in findings:
+        path = f.evidence[0].file
+        if path in named or f.rank is None:
+            continue
+        (said if f.signature in DECLARING else other)[path].add(f.rank)
+    return {p: next(iter(r)) for p, r in said.items() if len(r) == 1 and other.get(p, r) <= r}
+
+
 def local_to_global(topo: Topology) -> dict[int, int]:
     """Local rank -> global rank on a single-node job (the only shape where a local rank alone says who)."""
     if len({i.node for i in topo.ranks.values() if i.node}) > 1:
