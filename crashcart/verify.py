@@ -157,9 +157,10 @@ def rank_named(rank: int, file: str, text: str, *, single_node: bool = False) ->
         # Horovod's stall inspector ("2!: [t]", "[missing ranks: 1, 2]", behind mpirun's "[1,0]<stderr>:"),
         # Megatron's straggler report ("MxRtt/Rnk: 1570.32ms/30")
         # the TSL coordination service's task names ("/job:jax_worker/replica:0/task:2": the process index), a
-        # task dispatcher's worker index ("worker 3 timeout, relaunch it"; a pod name "job-worker-3" is a node)
+        # task dispatcher's worker index ("worker 3 timeout, relaunch it"; a pod name "job-worker-3" is a node, a
+        # "DataLoader worker 3" is no rank)
         rf"|\bmissing ranks:(?: \d+,)* {r}\b|\]<std(?:err|out)>:{r}!?: \[|\bMxRtt/Rnk: [\d.]+ms/{r}\b"
-        rf"|/replica:\d+/task:{r}\b|\bworker {r}\b)",
+        rf"|/replica:\d+/task:{r}\b|(?<!dataloader )\bworker {r}\b)",
         re.I | re.M,
     )
     if not single_node:

@@ -14,6 +14,7 @@ from pathlib import Path
 from crashcart.models import Evidence, RankInfo, RankLast, Topology
 from crashcart.reduce import hangs
 from crashcart.settings import Settings
+from crashcart.verify import rank_named
 from tests.kit import finding, run_files, winner
 
 # TensorFlow core/common_runtime/base_collective_executor.cc (2.4-2.18): the timeout Status, then StartAbort's
@@ -318,3 +319,10 @@ def test_pod_named_worker_logs_say_which_worker_they_are(tmp_path: Path, setting
     assert rc.class_ == "rank_hang_or_missing_rank" and rc.culprit.rank == 1, rc
     assert any(c.file == "elasticdl-mnist-worker-1.log" and c.line == 3 and c.verified for c in rc.citations)
     assert rc.confidence <= 0.6
+
+
+def test_a_worker_index_names_a_rank_but_a_dataloader_worker_does_not() -> None:
+    assert rank_named(3, "master.log", "worker 3 timeout, relaunch it")
+    assert rank_named(3, "worker-3.log", "No more task, stopping")  # the path names it (text/prefix.rank_of_path)
+    assert not rank_named(3, "train.log", "RuntimeError: DataLoader worker 3 exited unexpectedly")
+    assert not rank_named(3, "elasticdl-job-worker-3.log", "No more task, stopping")  # a pod name is a node
