@@ -48,3 +48,23 @@ def _inherited() -> dict[str, str]:
     import os
 
     return {k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR", "TTY_COMPATIBLE")}  # noqa: TID251
+
+
+FREEZE = """
+import contextlib, gc, io, sys
+from crashcart.cli import main
+with contextlib.redirect_stdout(io.StringIO()):
+    main(["--help"])  # an explicit command line: a caller in this process goes on, nothing is frozen
+print(gc.get_freeze_count())
+sys.argv = ["crashcart", "--help"]
+with contextlib.redirect_stdout(io.StringIO()):
+    main()  # the process's own command line: it ends next
+print(gc.get_freeze_count())
+"""
+
+
+def test_only_the_process_command_line_freezes_its_objects_for_the_exit() -> None:
+    run = subprocess.run([sys.executable, "-c", FREEZE], capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    assert run.returncode == 0, run.stderr
+    explicit, own = map(int, run.stdout.split())
+    assert explicit == 0 and own > 0
