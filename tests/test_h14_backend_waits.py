@@ -217,7 +217,7 @@ def test_a_silent_rank_whose_log_stops_inside_an_evaluation_bar(tmp_path: Path, 
 
 def test_one_pasted_file_an_unnamed_generate_bar_before_the_timeouts(tmp_path: Path, settings: Settings) -> None:
     bar = "Running generate_until requests:  38%|███▊      | 502/1319 [12:40<20:37,  1.51s/it]"
-    text = "\n".join(["2026-11-30:02:00:01,000 INFO [evaluator.py:305] Building contexts for gsm8k on rank 0...", bar])
+    text = "\n".join(["2026-11-30:02:00:01 INFO     [evaluator_utils:480] Task: gsm8k (gsm8k/gsm8k.yaml)", bar])
     text += "\n" + "\n".join(_watchdog(r) for r in (1, 2, 3)) + "\n"
     out = run_files(tmp_path / "b", {"paste.txt": text}, settings)
     rc = out.document.root_cause
@@ -326,3 +326,17 @@ def test_a_worker_index_names_a_rank_but_a_dataloader_worker_does_not() -> None:
     assert rank_named(3, "worker-3.log", "No more task, stopping")  # the path names it (text/prefix.rank_of_path)
     assert not rank_named(3, "train.log", "RuntimeError: DataLoader worker 3 exited unexpectedly")
     assert not rank_named(3, "elasticdl-job-worker-3.log", "No more task, stopping")  # a pod name is a node
+
+
+def test_an_lm_eval_rank_that_never_came_back_from_its_requests(tmp_path: Path, settings: Settings) -> None:
+    # lm_eval/api/task.py (0.4.x) logs "Building contexts for <task> on rank <r>..." on every rank of an accelerate
+    # launch without rank prefixes; the others then wait in the gather (c10d's watchdog names each waiting rank)
+    lines = [
+        f"2026-11-30:02:00:0{r} INFO     [api.task:312] Building contexts for gsm8k on rank {r}..." for r in range(4)
+    ]
+    lines += [_watchdog(r).split("]:", 1)[1] for r in (0, 1, 3)]
+    out = run_files(tmp_path / "b", {"eval.log": "\n".join(lines) + "\n"}, settings)
+    rc = out.document.root_cause
+    assert rc.class_ == "rank_hang_or_missing_rank" and rc.culprit.rank == 2, rc
+    assert any(c.line == 3 and c.verified for c in rc.citations)
+    assert rc.confidence < 0.8

@@ -51,7 +51,7 @@ _WAIT_TEXT = re.compile(
 _GLOO_MS = re.compile(r"Timed out waiting (\d+)ms|Timeout waiting for key: \S+ after (\d+) ms")
 _BARRIER_TIMEOUT = re.compile(r"timeout=(?:(\d+) days?, )?(\d+):(\d\d):(\d\d)\)")  # str(timedelta)
 # A step outside any collective a rank announces: long work, or a dispatcher's worker idle between tasks.
-_ANNOUNCING = frozenset({"progress.step_announced", "progress.waiting_for_work"})
+_ANNOUNCING = frozenset({"progress.step_announced", "progress.waiting_for_work", "lm_eval.building_contexts"})
 HANG = "rank_hang_or_missing_rank"
 
 BASE_SILENT = 44.0  # a rank that printed nothing while the others timed out
@@ -247,7 +247,7 @@ def bar_step(bar: Finding, findings: list[Finding]) -> str:
         f for f in findings if f.rank == bar.rank and f.evidence[0].file == ev.file and f.evidence[0].line < ev.line
     ]
     for f in sorted(before, key=lambda f: f.evidence[0].line):
-        if f.signature == "progress.step_announced":
+        if f.signature in _ANNOUNCING:
             step = f.fields.get("step", "")
         elif f.signature in _STEP_SIGNATURES or f.signature == "progress.step_done":
             step = ""  # training went on, or the announced step ended, before this bar
@@ -379,6 +379,7 @@ def hang_candidate(findings: list[Finding], topo: Topology, last: dict[int, Rank
     reasons: list[str] = []
     idle: list[int] = []  # ranks whose last word is a dispatcher's "no more tasks": inferred, not stated
     unfinished: list[int | None] = []  # ranks (None: unnamed) whose log stops in a work bar short of the timeout
+    unprefixed: list[int] = []  # ranks known only from a line that names them: their other lines are not known
     work = False
     for f in long_bars(findings, waiting, limit or DEFAULT_TIMEOUT_MS)[:1]:
         bar = bar_of(f.evidence[0].text)
@@ -396,10 +397,16 @@ def hang_candidate(findings: list[Finding], topo: Topology, last: dict[int, Rank
     for r in sorted(silent):
         rl = last.get(r)
         if rl is None or rl.evidence is None:
-            continue  # no log of this rank in the bundle: missing from the bundle, not silent
+            named = announced(findings, r)  # its lines carry no prefix, but one names it ("... on rank 2")
+            if named is None:
+                continue  # no log of this rank in the bundle: missing from the bundle, not silent
+            rl = RankLast(evidence=named.evidence[0], time=named.time if "_time" not in named.fields else None)
+            unprefixed.append(r)
+        ev = rl.evidence
+        assert ev is not None
         if rl.time is not None and first_wait is not None and rl.time > first_wait:
             continue  # it kept writing after the others timed out: alive
-        if rl.time is None and first_wait is None and _after_waits_in_file(rl.evidence, waiting):
+        if rl.time is None and first_wait is None and _after_waits_in_file(ev, waiting):
             continue  # one file without clocks: its line order is the time order, and it wrote after them
         where = next((f for f in findings if f.signature == "hang.stack.where" and f.rank == r), None)
         if where is not None:  # a stack dump of it: where it is, outside any collective
@@ -420,7 +427,7 @@ def hang_candidate(findings: list[Finding], topo: Topology, last: dict[int, Rank
             reasons.append(summary + ", and printed no timeout while the others timed out")
             work = True
         lf = last_line_finding(r, rl, topo)
-        bar = _work_bar(rl.evidence, findings) if step is None and where is None else None
+        bar = _work_bar(ev, findings) if step is None and where is None else None
         if lf is not None and bar is not None:  # its last line: a bar of work outside any collective, unfinished
             what, seconds, percent = bar
             done = f"{percent}% after " if percent >= 0 else ""
@@ -466,6 +473,8 @@ def hang_candidate(findings: list[Finding], topo: Topology, last: dict[int, Rank
         c.penalties.append("no line names the rank that announced it")
     if idle:
         c.penalties.append("inferred: no line says the others waited for this rank, only that it had no work")
+    if unprefixed:
+        c.penalties.append("inferred: only its announcement names the rank; its other lines carry no rank")
     if unfinished:
         c.penalties.append("inferred: the bar's last update is short of the timeout; the rank's log stops inside it")
     return c
