@@ -36,6 +36,8 @@ OWN = [  # the files this change edits (others edit the rest of the working tree
     "crashcart/scan/hang_evidence/stacks.py",
     "crashcart/scan/hang_evidence/analyse.py",
     "crashcart/cli.py",
+    "crashcart/scan/lazy.py",
+    "crashcart/scan/numbering.py",
 ]
 
 

@@ -15,7 +15,7 @@ from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
 from crashcart.ingest.bundle import open_bundle
-from crashcart.scan import reader
+from crashcart.scan import lazy, reader
 from crashcart.scan.findings import IdSource
 from crashcart.scan.hang_evidence import analyse
 from crashcart.scan.matcher import Buffer, Literals, MatcherName, hyperscan_available
@@ -170,11 +170,11 @@ def test_numpy_taken_up_mid_file_finds_the_same(tmp_path: Path, monkeypatch: pyt
 
     with_numpy = run(None)
     lock = threading.Lock()
-    monkeypatch.setattr(reader, "_NUMPY_LOCK", lock)
-    monkeypatch.setattr(reader, "_NUMPY", [])
+    monkeypatch.setattr(lazy, "_NUMPY_LOCK", lock)
+    monkeypatch.setattr(lazy, "_NUMPY", [])
     lock.acquire()  # as if another thread were importing numpy
-    assert reader.numpy_module(wait=False) is None
+    assert lazy.numpy_module(wait=False) is None
     switched = run(lock)
-    assert reader._NUMPY and reader._NUMPY[0] is not None  # taken up after the first buffer
+    assert lazy._NUMPY and lazy._NUMPY[0] is not None  # taken up after the first buffer
     assert switched == with_numpy
     assert [h[1] for h in switched.hits] == [i + 1 for i in range(3000) if i % 3 == 0]

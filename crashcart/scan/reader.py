@@ -19,15 +19,14 @@ import hashlib
 import heapq
 import itertools
 import os
-import threading
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import ModuleType
 from typing import Any, Protocol
 
 from crashcart.scan import backscan
+from crashcart.scan.lazy import numpy_module
 from crashcart.scan.matcher import Matcher, MatcherName
 
 TAIL_BYTES = 64 * 1024
@@ -54,31 +53,6 @@ class FileScan:
     dropped: int = 0  # hit lines of over-frequent signatures not kept: only the first and last KEEP_HITS are
     offsets: dict[int, int] = field(default_factory=dict)  # line -> byte offset of its start, for kept hit lines
     uncounted: list[int] = field(default_factory=list)  # signatures not scanned for in the middle of the file
-
-
-_NUMPY: list[ModuleType | None] = []  # numpy (or None: not installed), once imported
-_NUMPY_LOCK = threading.Lock()
-
-
-def numpy_module(*, wait: bool = True) -> ModuleType | None:
-    """numpy, imported on first use; None where it is not installed (it comes with matplotlib; the scanner
-    works without it, slower). ``wait=False``: None at once while another thread is importing it (about 0.1 s,
-    most of it holding the GIL), so that a scan starts without it and takes it up from a later buffer on."""
-    if _NUMPY:
-        return _NUMPY[0]
-    if not _NUMPY_LOCK.acquire(blocking=wait):
-        return None
-    try:
-        if not _NUMPY:
-            try:
-                import numpy
-            except ImportError:
-                _NUMPY.append(None)
-            else:
-                _NUMPY.append(numpy)
-        return _NUMPY[0]
-    finally:
-        _NUMPY_LOCK.release()
 
 
 class Readable(Protocol):

@@ -24,7 +24,6 @@ from crashcart.catalogue import load_catalogue
 from crashcart.ingest.bundle import (
     SCANNED_KINDS,
     Bundle,
-    LineIndex,
     canonical_line,
     is_launch_script,
     may_be_scanned,
@@ -32,19 +31,20 @@ from crashcart.ingest.bundle import (
 )
 from crashcart.ingest.direct import DirectFile
 from crashcart.ingest.extract import Member
-from crashcart.models import BundleFile, Finding, SkippedFile
+from crashcart.models import Finding, SkippedFile
 from crashcart.scan import telemetry
 from crashcart.scan.feeds import Feed
-from crashcart.scan.findings import CONTEXT_CAP, IdSource, build_findings
+from crashcart.scan.findings import CONTEXT_CAP, IdSource
 from crashcart.scan.hang_evidence import analyse as hang_analyse
 from crashcart.scan.hang_evidence import scan_hang_evidence
+from crashcart.scan.lazy import numpy_module
 from crashcart.scan.matcher import Matcher, make_matcher
 from crashcart.scan.matcher import matcher_name as _matcher_name
+from crashcart.scan.numbering import Built, build, renumbered
 from crashcart.scan.reader import (
     NUMPY_MIN_BYTES,
     TAIL_BYTES,
     FileScan,
-    numpy_module,
     scan_file,
     scan_stream,
     tail_lines,
@@ -131,7 +131,7 @@ def scan(
     ordered = sorted(targets, key=lambda f: f.path)
     by_path = {f.path: f for f in targets}
     coming = {path for _, path in jobs}
-    built: dict[str, _Built] = {}
+    built: dict[str, Built] = {}
     done = 0  # files of ``ordered`` whose findings are in ``result``: a prefix, numbered as in path order
 
     def found(fs: FileScan) -> None:
@@ -141,11 +141,11 @@ def scan(
         if not caps:
             offered = max(len(targets), pool.offered if pool is not None else 0)  # as the pool counted them (``trim``)
             caps.append(itemised_per_file(offered, settings.max_findings_per_signature_per_file))
-        built[fs.path] = _build(bundle, by_path[fs.path], fs, settings, caps[0])
+        built[fs.path] = build(bundle, by_path[fs.path], fs, settings, caps[0])
         while done < len(ordered) and (ordered[done].path in built or ordered[done].path not in coming):
             got = built.pop(ordered[done].path, None)
             if got is not None:
-                got.join(bundle, ids, result)
+                _join(got, bundle, ids, result)
             done += 1
 
     if files is not None:
@@ -156,7 +156,7 @@ def scan(
     for bf in ordered[done:]:  # held back behind a file that never came (``ScanPool.results`` gave it out before)
         got = built.pop(bf.path, None)
         if got is not None:
-            got.join(bundle, ids, result)
+            _join(got, bundle, ids, result)
     marks = pool.tail_marks if pool is not None else None
     hangs = scan_hang_evidence(bundle, ids, marks)  # Flight Recorder, stack dumps, RAS reports (issue 18)
     result.findings.extend(hangs.findings)
@@ -165,72 +165,25 @@ def scan(
     return result
 
 
-@dataclass
-class _Built:
-    """One scanned file's findings, numbered from F0001/E00001 of their own (``IdSource``), until ``join``."""
-
-    bf: BundleFile
-    fs: FileScan
-    findings: list[Finding]
-    ids: IdSource
-    note: str | None
-
-    def join(self, bundle: Bundle, ids: IdSource, result: ScanResult) -> None:
-        """Into ``result`` with the ids ``ids`` would have given them had they been built now: files join in path
-        order, so the numbering is the same whatever order the scans completed in."""
-        bf, fs = self.bf, self.fs
-        if fs.error:
-            result.scans[bf.path] = fs
-            result.failures.append(SkippedFile(path=bf.path, reason=fs.error))
-            return
-        assert isinstance(result.tails, Tails)
-        result.tails.add(bf.path, fs.nbytes, fs.lines)
-        result.scans[bf.path] = FileScan(fs.path, fs.lines, fs.nbytes, fs.sha256)  # its hits are findings: let them go
-        if bf.kind == "telemetry":
-            _telemetry(bundle, bf.path, bf.host, fs.lines, ids, result)
-            return
-        result.findings.extend(_renumbered(self.findings, ids.findings, ids.evidence))
-        ids.findings += self.ids.findings
-        ids.evidence += self.ids.evidence
-        if self.note:
-            result.notes[bf.path] = self.note
-
-
-def _build(bundle: Bundle, bf: BundleFile, fs: FileScan, settings: ScanSettings, caps: tuple[int, int]) -> _Built:
-    """A scanned file's findings (none for a failure or telemetry: ``_Built.join`` does those), ids of their own."""
-    own = IdSource()
+def _join(built: Built, bundle: Bundle, ids: IdSource, result: ScanResult) -> None:
+    """Into ``result`` with the ids ``ids`` would have given them had they been built now: files join in path
+    order, so the numbering is the same whatever order the scans completed in."""
+    bf, fs = built.bf, built.fs
     if fs.error:
-        return _Built(bf, fs, [], own, None)
-    bundle.set_index(bf.path, LineIndex(checkpoints=fs.checkpoints, lines=fs.lines, known=fs.offsets))
+        result.scans[bf.path] = fs
+        result.failures.append(SkippedFile(path=bf.path, reason=fs.error))
+        return
+    assert isinstance(result.tails, Tails)
+    result.tails.add(bf.path, fs.nbytes, fs.lines)
+    result.scans[bf.path] = FileScan(fs.path, fs.lines, fs.nbytes, fs.sha256)  # its hits are findings: let them go
     if bf.kind == "telemetry":
-        return _Built(bf, fs, [], own, None)
-    found, note = build_findings(
-        load_catalogue(),
-        bundle,
-        bf,
-        fs,
-        own,
-        cap=caps[0],
-        context_cap=caps[1],
-        tb_max=settings.traceback_max_lines,
-    )
-    if fs.dropped or fs.uncounted:  # the reader kept only the first and last hits of a frequent signature
-        more = f"{'at least ' if fs.uncounted else ''}{fs.dropped} more matched lines not kept (bounded memory)"
-        note = "; ".join(filter(None, [note, more]))
-    fs.hits, fs.offsets, fs.checkpoints = [], {}, []  # findings now (the index holds the checkpoints)
-    return _Built(bf, fs, found, own, note)
-
-
-def _renumbered(findings: list[Finding], f_base: int, e_base: int) -> list[Finding]:
-    """``findings`` numbered by an ``IdSource`` that had given ``f_base`` and ``e_base`` ids before (``IdSource``'s
-    formats: ``F0001``, ``E00001``); an evidence without an id keeps none."""
-    if not f_base and not e_base:
-        return findings
-    out = []
-    for f in findings:
-        ev = [e.model_copy(update={"id": f"E{e_base + int(e.id[1:]):05d}"}) if e.id else e for e in f.evidence]
-        out.append(f.model_copy(update={"id": f"F{f_base + int(f.id[1:]):04d}", "evidence": ev}))
-    return out
+        _telemetry(bundle, bf.path, bf.host, fs.lines, ids, result)
+        return
+    result.findings.extend(renumbered(built.findings, ids.findings, ids.evidence))
+    ids.findings += built.ids.findings
+    ids.evidence += built.ids.evidence
+    if built.note:
+        result.notes[bf.path] = built.note
 
 
 def scan_files(

@@ -1,0 +1,65 @@
+"""Scan stage: a file's findings built as soon as its scan is in, whatever order the scans complete in, and
+numbered as if every file had been built in path order (``renumbered``), so the ids never depend on the order.
+
+Input: one file's ``FileScan`` and the bundle. Output: ``Built`` (its findings numbered from ``F0001``/``E00001``
+of their own, its note). Pure apart from reading bundle lines.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from crashcart.catalogue import load_catalogue
+from crashcart.ingest.bundle import Bundle, LineIndex
+from crashcart.models import BundleFile, Finding
+from crashcart.scan.findings import IdSource, build_findings
+from crashcart.scan.reader import FileScan
+from crashcart.settings import ScanSettings
+
+
+@dataclass
+class Built:
+    """One scanned file's findings, numbered by an ``IdSource`` of their own until they join the bundle's."""
+
+    bf: BundleFile
+    fs: FileScan
+    findings: list[Finding]
+    ids: IdSource
+    note: str | None
+
+
+def build(bundle: Bundle, bf: BundleFile, fs: FileScan, settings: ScanSettings, caps: tuple[int, int]) -> Built:
+    """A scanned file's findings (none for a failure or telemetry: the join does those), ids of their own."""
+    own = IdSource()
+    if fs.error:
+        return Built(bf, fs, [], own, None)
+    bundle.set_index(bf.path, LineIndex(checkpoints=fs.checkpoints, lines=fs.lines, known=fs.offsets))
+    if bf.kind == "telemetry":
+        return Built(bf, fs, [], own, None)
+    found, note = build_findings(
+        load_catalogue(),
+        bundle,
+        bf,
+        fs,
+        own,
+        cap=caps[0],
+        context_cap=caps[1],
+        tb_max=settings.traceback_max_lines,
+    )
+    if fs.dropped or fs.uncounted:  # the reader kept only the first and last hits of a frequent signature
+        more = f"{'at least ' if fs.uncounted else ''}{fs.dropped} more matched lines not kept (bounded memory)"
+        note = "; ".join(filter(None, [note, more]))
+    fs.hits, fs.offsets, fs.checkpoints = [], {}, []  # findings now (the index holds the checkpoints)
+    return Built(bf, fs, found, own, note)
+
+
+def renumbered(findings: list[Finding], f_base: int, e_base: int) -> list[Finding]:
+    """``findings`` numbered by an ``IdSource`` that had given ``f_base`` and ``e_base`` ids before (``IdSource``'s
+    formats: ``F0001``, ``E00001``); an evidence without an id keeps none."""
+    if not f_base and not e_base:
+        return findings
+    out = []
+    for f in findings:
+        ev = [e.model_copy(update={"id": f"E{e_base + int(e.id[1:]):05d}"}) if e.id else e for e in f.evidence]
+        out.append(f.model_copy(update={"id": f"F{f_base + int(f.id[1:]):04d}", "evidence": ev}))
+    return out
