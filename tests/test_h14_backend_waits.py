@@ -340,3 +340,26 @@ def test_an_lm_eval_rank_that_never_came_back_from_its_requests(tmp_path: Path, 
     assert rc.class_ == "rank_hang_or_missing_rank" and rc.culprit.rank == 2, rc
     assert any(c.line == 3 and c.verified for c in rc.citations)
     assert rc.confidence < 0.8
+
+
+TF_DOWN = (
+    "ERROR:tensorflow:Cluster check alive failed, /job:worker/replica:0/task:1 is down, aborting collectives: "
+    "Deadline Exceeded"
+)
+
+
+def test_the_tf_health_check_names_the_task_that_went_down(tmp_path: Path, settings: Settings) -> None:
+    # tensorflow/python/distribute/collective_all_reduce_strategy.py _check_health (2.3-2.18)
+    seems = "WARNING:tensorflow:/job:worker/replica:0/task:1 seems down, retrying 1/3"
+    files = {"worker-0.log": f"Epoch 3/10\n{seems}\n{TF_DOWN}\n", "worker-1.log": "Epoch 3/10\n"}
+    rc = run_files(tmp_path / "b", files, settings).document.root_cause
+    assert rc.class_ in {"nccl_remote_peer_failure", "rank_hang_or_missing_rank"} and rc.culprit.rank == 1
+    assert any(c.file == "worker-0.log" and c.line == 3 and c.verified for c in rc.citations)
+    assert rc.confidence < 0.8
+    # the task's own error, when it printed one, is why it went down
+    files["worker-1.log"] = (
+        'Epoch 3/10\nTraceback (most recent call last):\n  File "train.py", line 88, in <module>\n'
+        "    batch = next(it)\nKeyError: 'input_ids'\n"
+    )
+    rc = run_files(tmp_path / "c", files, settings).document.root_cause
+    assert rc.class_ == "python_exception_rank_crash" and rc.culprit.rank == 1
