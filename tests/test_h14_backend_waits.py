@@ -363,3 +363,19 @@ def test_the_tf_health_check_names_the_task_that_went_down(tmp_path: Path, setti
     )
     rc = run_files(tmp_path / "c", files, settings).document.root_cause
     assert rc.class_ == "python_exception_rank_crash" and rc.culprit.rank == 1
+
+
+def test_a_task_that_stopped_heartbeating_after_its_own_error_is_that_error(tmp_path: Path, settings: Settings) -> None:
+    heartbeat = (
+        "F0224 19:21:00.075587  157988 client.h:77] Terminating process because the JAX distributed service detected "
+        "fatal errors. This most likely indicates that another task died; see the other task logs for more details. "
+        "absl::Status: UNAVAILABLE: The following tasks are unhealthy (stopped sending heartbeats):\n"
+        "/job:jax_worker/replica:0/task:3\n"
+    )
+    files = {f"rank{r}.log": "completed step: 70, seconds: 30.309\n" + heartbeat for r in (0, 1, 2)}
+    files["rank3.log"] = (
+        'completed step: 70, seconds: 30.309\nTraceback (most recent call last):\n  File "train.py", line 88, in '
+        "<module>\n    batch = next(it)\nKeyError: 'input_ids'\n"
+    )
+    rc = run_files(tmp_path / "b", files, settings).document.root_cause
+    assert rc.class_ == "python_exception_rank_crash" and rc.culprit.rank == 3
