@@ -38,6 +38,18 @@ OWN = [  # the files this change edits (others edit the rest of the working tree
     "crashcart/cli.py",
     "crashcart/scan/lazy.py",
     "crashcart/scan/numbering.py",
+    "crashcart/locate/__init__.py",
+    "crashcart/locate/topology.py",
+    "crashcart/locate/last.py",
+    "crashcart/group.py",
+    "crashcart/text/mask.py",
+    "crashcart/reduce/causal.py",
+    "crashcart/reduce/adjust.py",
+    "crashcart/reduce/throughput.py",
+    "crashcart/reduce/explain.py",
+    "crashcart/report/reading.py",
+    "crashcart/report/document.py",
+    "crashcart/verify.py",
 ]
 
 
