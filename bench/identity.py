@@ -38,6 +38,7 @@ OWN = [  # the files this change edits (others edit the rest of the working tree
     "crashcart/cli.py",
     "crashcart/scan/lazy.py",
     "crashcart/scan/numbering.py",
+    "crashcart/scan/tails.py",
     "crashcart/locate/__init__.py",
     "crashcart/locate/topology.py",
     "crashcart/locate/last.py",

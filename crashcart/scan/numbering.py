@@ -24,13 +24,22 @@ class Built:
     bf: BundleFile
     fs: FileScan
     findings: list[Finding]
-    ids: IdSource
+    ids: IdSource | None  # their own numbering, or None: numbered by the bundle's ``IdSource`` already
     note: str | None
 
 
-def build(bundle: Bundle, bf: BundleFile, fs: FileScan, settings: ScanSettings, caps: tuple[int, int]) -> Built:
-    """A scanned file's findings (none for a failure or telemetry: the join does those), ids of their own."""
-    own = IdSource()
+def build(
+    bundle: Bundle,
+    bf: BundleFile,
+    fs: FileScan,
+    settings: ScanSettings,
+    caps: tuple[int, int],
+    ids: IdSource | None = None,
+) -> Built:
+    """A scanned file's findings (none for a failure or telemetry: the join does those), with ids of their own, or
+    from ``ids`` (the bundle's, when every file before this one in path order has joined: nothing to renumber)."""
+    numbering = IdSource() if ids is None else ids
+    own = numbering if ids is None else None
     if fs.error:
         return Built(bf, fs, [], own, None)
     bundle.set_index(bf.path, LineIndex(checkpoints=fs.checkpoints, lines=fs.lines, known=fs.offsets))
@@ -41,7 +50,7 @@ def build(bundle: Bundle, bf: BundleFile, fs: FileScan, settings: ScanSettings, 
         bundle,
         bf,
         fs,
-        own,
+        numbering,
         cap=caps[0],
         context_cap=caps[1],
         tb_max=settings.traceback_max_lines,

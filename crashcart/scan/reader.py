@@ -82,7 +82,7 @@ def scan_file(
         with physical.open("rb", buffering=0) as fh:
             scanner = _Scanner(matcher, out, buffer_bytes, max_line_bytes, keep_hits, backscan=backscan_min_bytes)
             ends_with_newline = scanner.run(fh, reread=fh.fileno)
-            fh.seek(max(0, out.nbytes - TAIL_BYTES))  # without keep_tail, ``scan.run.file_tail`` reads it when asked
+            fh.seek(max(0, out.nbytes - TAIL_BYTES))  # without keep_tail, ``scan.tails.file_tail`` reads it when asked
             out.tail = tail_lines(fh.read(TAIL_BYTES), out.nbytes, out.lines, ends_with_newline) if keep_tail else []
     except OSError as exc:
         out.error = f"unreadable: {exc.strerror or exc}"

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import heapq
+import itertools
 import os
 import threading
 from collections import Counter
@@ -18,13 +20,11 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed, wait
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO
 
 from crashcart.catalogue import load_catalogue
 from crashcart.ingest.bundle import (
     SCANNED_KINDS,
     Bundle,
-    canonical_line,
     is_launch_script,
     may_be_scanned,
     open_bundle,
@@ -43,16 +43,16 @@ from crashcart.scan.matcher import matcher_name as _matcher_name
 from crashcart.scan.numbering import Built, build, renumbered
 from crashcart.scan.reader import (
     NUMPY_MIN_BYTES,
-    TAIL_BYTES,
     FileScan,
     scan_file,
     scan_stream,
-    tail_lines,
 )
+from crashcart.scan.tails import Tails
 from crashcart.settings import BundleLimits, ScanSettings
 
 PARALLEL_MIN_BYTES = 16 * 1024 * 1024
 STREAM_AHEAD = 64  # archive chunks (1 MiB) decompressed but not scanned yet, at most, over all members
+SMALL_FIRST = 1024 * 1024  # files under this are scanned before larger ones waiting (a few ms each)
 WRITE_THREADS = 2  # threads beyond one per core while members are extracted: they also wait on the disk
 TELEMETRY_MAX_LINES = 2_000_000
 
@@ -141,7 +141,13 @@ def scan(
         if not caps:
             offered = max(len(targets), pool.offered if pool is not None else 0)  # as the pool counted them (``trim``)
             caps.append(itemised_per_file(offered, settings.max_findings_per_signature_per_file))
-        built[fs.path] = build(bundle, by_path[fs.path], fs, settings, caps[0])
+        while done < len(ordered) and ordered[done].path not in coming:
+            done += 1
+        if done < len(ordered) and ordered[done].path == fs.path:  # every file before it has joined: no renumbering
+            _join(build(bundle, ordered[done], fs, settings, caps[0], ids), bundle, ids, result)
+            done += 1
+        else:
+            built[fs.path] = build(bundle, by_path[fs.path], fs, settings, caps[0])
         while done < len(ordered) and (ordered[done].path in built or ordered[done].path not in coming):
             got = built.pop(ordered[done].path, None)
             if got is not None:
@@ -179,9 +185,12 @@ def _join(built: Built, bundle: Bundle, ids: IdSource, result: ScanResult) -> No
     if bf.kind == "telemetry":
         _telemetry(bundle, bf.path, bf.host, fs.lines, ids, result)
         return
-    result.findings.extend(renumbered(built.findings, ids.findings, ids.evidence))
-    ids.findings += built.ids.findings
-    ids.evidence += built.ids.evidence
+    if built.ids is None:  # numbered as it was built
+        result.findings.extend(built.findings)
+    else:
+        result.findings.extend(renumbered(built.findings, ids.findings, ids.evidence))
+        ids.findings += built.ids.findings
+        ids.evidence += built.ids.evidence
     if built.note:
         result.notes[bf.path] = built.note
 
@@ -284,7 +293,7 @@ def _workers(settings: ScanSettings) -> int:
 
 class ScanPool:
     """Scan threads (``settings.workers``, default one per core) sharing one compiled catalogue, cloned
-    per thread. A file is scanned once, in the order files are submitted; ``results`` collects them.
+    per thread. A file is scanned once, small ones first, then in the order submitted; ``results`` collects them.
     As an ``extract.MemberWriter`` it scans archive members from memory while they are extracted: the
     thread reading the archive feeds each member to a pool thread, which scans and writes it.
 
@@ -309,6 +318,9 @@ class ScanPool:
         self._taken: set[tuple[Path, str]] = set()  # files whose scan ``results`` gave out (and no longer holds)
         self._streams: list[Future[FileScan]] = []
         self._ahead = threading.Semaphore(STREAM_AHEAD)
+        self._waiting: list[tuple[int, int, Path, str, Future[FileScan]]] = []  # heap: (large, order, file, future)
+        self._waiting_lock = threading.Lock()
+        self._order = itertools.count()
         self.tail_marks: dict[str, hang_analyse.TailMarks] = {}  # path -> its tail, looked at for hang evidence
 
     def __enter__(self) -> ScanPool:
@@ -320,7 +332,7 @@ class ScanPool:
     def offer(self, member: Member, head: bytes | None = None) -> None:
         """``extract.OnMember``: start on a file just written, unless its name says it is never scanned."""
         if may_be_scanned(member.path):
-            self.submit(member.physical, member.path)
+            self.submit(member.physical, member.path, member.size)
 
     # extract.MemberWriter
     def open(self, path: str, dest: Path) -> Feed:
@@ -338,10 +350,17 @@ class ScanPool:
     def abort(self) -> None:
         wait(self._streams)
 
-    def submit(self, physical: Path, path: str) -> None:
+    def submit(self, physical: Path, path: str, size: int | None = None) -> None:
+        """Scan a file on the next free thread; a file of under ``SMALL_FIRST`` bytes goes before the larger ones
+        waiting (a kernel log offered after 64 rank logs is scanned, and its findings built, early)."""
         if (physical, path) not in self._futures and (physical, path) not in self._taken:
             self.offered += 1
-            self._futures[physical, path] = self._threads.submit(self._scan, physical, path)
+            fut: Future[FileScan] = Future()
+            self._futures[physical, path] = fut
+            small = size is not None and size < SMALL_FIRST
+            with self._waiting_lock:
+                heapq.heappush(self._waiting, (0 if small else 1, next(self._order), physical, path, fut))
+            self._threads.submit(self._next)
 
     def results(self, jobs: list[tuple[Path, str]]) -> Iterator[FileScan]:
         """The scans of ``jobs`` (physical, path) as they complete; those not submitted yet are, in order.
@@ -363,6 +382,20 @@ class ScanPool:
     def close(self) -> None:
         """Stop: files not started are dropped, running scans are waited for. Idempotent."""
         self._threads.shutdown(wait=True, cancel_futures=True)
+        with self._waiting_lock:
+            for *_, fut in self._waiting:
+                fut.cancel()
+
+    def _next(self) -> None:
+        """One waiting file scanned (each ``submit`` queues one of these): the small ones first, then in order."""
+        with self._waiting_lock:
+            _, _, physical, path, fut = heapq.heappop(self._waiting)
+        if not fut.set_running_or_notify_cancel():
+            return  # cancelled (``results``: classified as not scanned after all)
+        try:
+            fut.set_result(self._scan(physical, path))
+        except BaseException as exc:  # as ThreadPoolExecutor's own work items: the caller gets it from the future
+            fut.set_exception(exc)
 
     def _scan(self, physical: Path, path: str) -> FileScan:
         fs = scan_file(
@@ -426,42 +459,6 @@ class ScanPool:
         if matcher is None:
             matcher = self._local.matcher = self._base.result().clone()
         return matcher
-
-
-class Tails(Mapping[str, list[tuple[int, str]]]):
-    """Each scanned file's last lines (``reader.TAIL_LINES``, canonical text, with their line numbers), read back
-    from the file when asked, the bytes ``FileScan.tail`` would have held: a bundle of 10,000 files does not
-    hold 600,000 lines for the few files whose ends are looked at twice."""
-
-    def __init__(self, bundle: Bundle) -> None:
-        self._bundle = bundle
-        self._sizes: dict[str, tuple[int, int]] = {}  # path -> (bytes, lines) as scanned
-
-    def add(self, path: str, nbytes: int, lines: int) -> None:
-        self._sizes[path] = (nbytes, lines)
-
-    def __getitem__(self, path: str) -> list[tuple[int, str]]:
-        size, lines = self._sizes[path]
-        phys = self._bundle.physical(path)
-        try:
-            with open(phys or "", "rb") as fh:
-                raw = file_tail(fh, size, lines)
-        except OSError:
-            return []
-        return [(n, canonical_line(r, self._bundle.limits.max_line_bytes)) for n, r in raw]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._sizes)
-
-    def __len__(self) -> int:
-        return len(self._sizes)
-
-
-def file_tail(fh: BinaryIO, size: int, lines: int) -> list[tuple[int, bytes]]:
-    """``FileScan.tail`` of a file of ``size`` bytes and ``lines`` lines (as scanned), read from its end."""
-    fh.seek(max(0, size - TAIL_BYTES))
-    data = fh.read(min(size, TAIL_BYTES))
-    return tail_lines(data, size, lines, data.endswith(b"\n"))
 
 
 def _telemetry(bundle: Bundle, path: str, host: str | None, lines: int, ids: IdSource, result: ScanResult) -> None:

@@ -1,0 +1,74 @@
+"""The scan pool runs small files before larger ones waiting, and each file's findings are built as its scan
+completes; whatever order that is, the findings (ids included) are those of one thread scanning in path order."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from crashcart.ingest.bundle import open_bundle
+from crashcart.scan.run import SMALL_FIRST, ScanPool, open_scanning, scan
+from crashcart.settings import Settings
+
+# PyTorch ProcessGroupNCCL.cpp watchdog (torch 2.x) and the kernel's NVRM Xid line (nvidia driver, os-interface)
+WATCHDOG = (
+    "[rank{r}]:[E1201 08:48:38.123456 ProcessGroupNCCL.cpp:616] [Rank {r}] Watchdog caught collective operation "
+    "timeout: WorkNCCL(SeqNum=18658, OpType=ALLREDUCE, NumelIn=1048576, NumelOut=1048576, Timeout(ms)=600000) ran "
+    "for 600012 milliseconds before timing out."
+)
+XID = "[Tue Dec  1 08:38:36 2026] NVRM: Xid (PCI:0000:2a:00): 79, pid=2104, GPU has fallen off the bus."
+STEP = "[2026-12-01 08:38:{s:02d}] iteration {i:>8d}/  250000 | consumed samples: {c:>12d} | lm loss: 3.18 |"
+
+
+def _bundle(root: Path) -> Path:
+    """Rank logs at the top (walked, offered and scanned first), kernel logs in ``nodes/`` (path order: first)."""
+    for r in range(6):
+        p = root / f"rank-{r}.log"
+        p.parent.mkdir(parents=True, exist_ok=True)
+        steps = [STEP.format(s=i % 60, i=i, c=512 * i) for i in range(300 + 40 * r)]
+        p.write_text("\n".join([*steps, WATCHDOG.format(r=r)]) + "\n")
+    for n in range(3):
+        p = root / "nodes" / f"gpu-node-00{n}" / "dmesg.log"
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(
+            "[Tue Dec  1 08:00:00 2026] mlx5_core 0000:0c:00.0: poll_health\n" + (XID + "\n" if n == 1 else "")
+        )
+    return root
+
+
+def test_findings_numbered_as_in_path_order_whatever_the_scan_order(tmp_path: Path, settings: Settings) -> None:
+    root = _bundle(tmp_path / "b")
+    bundle, pool = open_scanning(root, settings.work_dir, settings.bundle_limits, settings.scan)
+    with bundle:
+        pooled = scan(bundle, settings.scan, pool=pool)
+    with open_bundle(root, settings.work_dir, settings.bundle_limits) as bundle:
+        serial = scan(bundle, settings.scan)  # one thread, path order, one IdSource
+    assert [f.model_dump() for f in pooled.findings] == [f.model_dump() for f in serial.findings]
+    assert [f.id for f in pooled.findings] == [f"F{i:04d}" for i in range(1, len(pooled.findings) + 1)]
+    assert pooled.findings[0].evidence[0].file == "nodes/gpu-node-001/dmesg.log"  # the Xid: first in path order
+    assert pooled.notes == serial.notes and dict(pooled.tails) == dict(serial.tails)
+
+
+def test_a_small_file_goes_before_the_larger_ones_waiting(tmp_path: Path, settings: Settings) -> None:
+    one = settings.scan.model_copy(update={"workers": 1})
+    files = {}
+    for name in ("a", "b", "c", "small"):
+        files[name] = tmp_path / f"{name}.log"
+        files[name].write_text(f"{name}\n")
+    with ScanPool(one, 65536) as pool:
+        for name in ("a", "b", "c"):
+            pool.submit(files[name], name, SMALL_FIRST * 2)
+        pool.submit(files["small"], "small", 10)
+        done = [fs.path for fs in pool.results([(files[n], n) for n in ("a", "b", "c", "small")])]
+    assert done.index("small") < done.index("b") < done.index("c")
+
+
+def test_closing_cancels_the_files_still_waiting(tmp_path: Path, settings: Settings) -> None:
+    one = settings.scan.model_copy(update={"workers": 1})
+    p = tmp_path / "f.log"
+    p.write_text("x\n")
+    pool = ScanPool(one, 65536)
+    for i in range(50):
+        pool.submit(p, f"f{i}.log", SMALL_FIRST * 2)
+    pool.close()
+    futures = list(pool._futures.values())
+    assert all(f.done() for f in futures)  # scanned before the close, or cancelled: none left pending
