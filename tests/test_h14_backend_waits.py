@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from crashcart.models import Evidence, RankInfo, RankLast, Topology
-from crashcart.reduce import hangs
+from crashcart.reduce import hangs, named
 from crashcart.settings import Settings
 from crashcart.verify import rank_named
 from tests.kit import finding, run_files, winner
@@ -174,19 +174,19 @@ def test_a_partial_or_long_task_list_names_no_one() -> None:
         finding("tsl.barrier_task", f"/job:jax_worker/replica:0/task:{t}", line=3 + i) for i, t in enumerate((2, 5))
     ]
     assert (
-        hangs.barrier_named(
+        named.barrier_named(
             [head, finding("tsl.barrier_arrived", "# of tasks that reached the barrier: 13/16.", line=2), *tasks]
         )
         is None
     )
     three = [*tasks, finding("tsl.barrier_task", "/job:jax_worker/replica:0/task:7", line=5)]
     assert (
-        hangs.barrier_named(
+        named.barrier_named(
             [head, finding("tsl.barrier_arrived", "# of tasks that reached the barrier: 13/16.", line=2), *three]
         )
         is None
     )
-    both = hangs.barrier_named(
+    both = named.barrier_named(
         [head, finding("tsl.barrier_arrived", "# of tasks that reached the barrier: 14/16.", line=2), *tasks]
     )
     assert both is not None and {f.rank for f in both.findings if f.signature == "tsl.barrier_task"} == {2, 5}
@@ -379,3 +379,13 @@ def test_a_task_that_stopped_heartbeating_after_its_own_error_is_that_error(tmp_
     )
     rc = run_files(tmp_path / "b", files, settings).document.root_cause
     assert rc.class_ == "python_exception_rank_crash" and rc.culprit.rank == 3
+
+
+def test_a_vllm_generate_bar_is_work_outside_collectives() -> None:
+    # vllm/entrypoints/llm.py _run_engine: tqdm(desc="Processed prompts", postfix="est. speed input: ... toks/s, ...")
+    text = (
+        "Processed prompts:  42%|████▏     | 210/500 [31:02<42:51,  8.87s/it, est. speed input: 12.31 toks/s, "
+        "output: 40.02 toks/s]"
+    )
+    bar = hangs.bar_of(text)
+    assert bar is not None and bar[0] == "Processed prompts" and hangs.is_work(bar[0])

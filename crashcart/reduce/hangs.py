@@ -6,12 +6,13 @@ Output: scored ``Candidate``s for the offline reduce, and the penalties they imp
 - *long work*: the others wait in a collective while one rank works outside any: a progress bar of non-collective
   work (tokenization, a datasets map, evaluation, checkpoint loading) whose elapsed time reaches the collective's
   timeout, or an announced step (an index build, a JIT extension build, tokenization) that the silent rank printed
-  last -> ``rank_hang_or_missing_rank`` citing that line;
+  last -> ``rank_hang_or_missing_rank`` citing that line (the bar and step readers live in ``bars``);
 - *silent rank*: the others time out in a collective and one rank printed neither a timeout nor an error ->
   ``rank_hang_or_missing_rank`` citing its last line;
 - *stack dumps*: py-spy dumps where every process but one waits in a collective -> the odd process; a silent rank's
   own dump (``hang.stack.where``) says where it is stuck;
-- *throughput drop* and *slow rank*: in ``throughput`` (re-exported here).
+- *throughput drop* and *slow rank*: in ``throughput`` (re-exported here);
+- *named*: a line that lists the ranks that did not arrive (a coordination-service barrier): in ``named``.
 
 Times inherited from far above a line are not trusted (``trusted_times``). Pure.
 """
@@ -24,11 +25,13 @@ from collections.abc import Iterable
 from datetime import datetime, timedelta
 
 from crashcart.models import Evidence, Finding, RankLast, Topology
+from crashcart.reduce.bars import ANNOUNCING, STEP_SIGNATURES, bar_step, long_bars, unowned_bar, work_bar
+from crashcart.reduce.bars import bar_of as bar_of  # re-exported: the bar readers live there
+from crashcart.reduce.bars import is_work as is_work
 from crashcart.reduce.causal import Candidate
 from crashcart.reduce.throughput import step_up as step_up  # re-exported: the slow-rank checks live there
 from crashcart.reduce.throughput import throughput_drop as throughput_drop
 from crashcart.text import clock
-from crashcart.text.prefix import split_prefix
 
 # Every backend's "a collective did not complete" (NCCL's watchdog, gloo, TensorFlow collectives and the
 # coordination service's barriers, ElasticDL's allreduce retry: the signatures of that class).
@@ -50,8 +53,6 @@ _WAIT_TEXT = re.compile(
 )
 _GLOO_MS = re.compile(r"Timed out waiting (\d+)ms|Timeout waiting for key: \S+ after (\d+) ms")
 _BARRIER_TIMEOUT = re.compile(r"timeout=(?:(\d+) days?, )?(\d+):(\d\d):(\d\d)\)")  # str(timedelta)
-# A step outside any collective a rank announces: long work, or a dispatcher's worker idle between tasks.
-_ANNOUNCING = frozenset({"progress.step_announced", "progress.waiting_for_work", "lm_eval.building_contexts"})
 HANG = "rank_hang_or_missing_rank"
 
 BASE_SILENT = 44.0  # a rank that printed nothing while the others timed out
@@ -59,34 +60,10 @@ BASE_WORK = 52.0  # ... and a line that says what it was doing
 UNOWNED_DISCOUNT = 8.0  # ... but no line names the rank that was doing it
 WAIT_PENALTY = 30.0  # a candidate that is only the waiting ranks' own timeout
 SHORT_TIMEOUT_MS = 300_000  # below both PyTorch defaults (10 and 30 minutes): slow legitimate work trips it
-REACHES = 0.8  # a bar whose elapsed time is this share of the timeout "reaches" it
-
-# tqdm/std.py format_meter: '<desc>: <pct>%|<bar>| <n>/<total> [<elapsed><<remaining>, <rate>]', and without a
-# total '<desc>: <n><unit> [<elapsed>, <rate>]' (format_interval: [H:]MM:SS)
-_TQDM = re.compile(
-    r"(?P<percent>\d{1,3})%\|[^|]*\| ?(?P<n>\d+(?:\.\d+)?[kMGTPEZY]?)/(?P<total>\d+(?:\.\d+)?[kMGTPEZY]?) "
-    r"\[(?P<elapsed>(?:\d+:)?\d\d:\d\d)<"
-    r"|\b\d+(?:\.\d+)?[kMGTPEZY]?(?:it|[A-Za-z ]{1,24}) \[(?P<elapsed_only>(?:\d+:)?\d\d:\d\d), +(?:\d|\?)"
-)
 # PyTorch's default process-group timeouts when no line states one: 10 min for NCCL (torch >= 2.2,
 # distributed/constants.py default_pg_nccl_timeout), 30 min otherwise (default_pg_timeout); the shorter one decides
 # whether a bar "reaches" it.
 DEFAULT_TIMEOUT_MS = 600_000
-# Descriptions of bars that run outside collectives (datasets: "Map", "Filter", "Generating train split";
-# transformers examples: "Running tokenizer on dataset", "Grouping texts in chunks of", "Loading checkpoint shards";
-# lm-evaluation-harness: "Running loglikelihood requests"; Lightning: "Validation DataLoader 0"; YOLO val: "Class
-# Images ... mAP"); training loops ("Epoch 3", "Training", "Steps") advance in step with collectives and say nothing.
-_WORK_DESC = re.compile(
-    r"tokeni[sz]|\bmap\b|filter|pre-?process|group|pack|generat|eval|valid|test|predict|infer|index|cluster"
-    r"|download|extract|convert|load|sav(?:e|ing)|build|compil|shard|request|embed|encod|sort|shuffl|cach",
-    re.I,
-)
-# Loops where ranks run different shares of requests and meet at a gather afterwards (lm-evaluation-harness
-# "Running generate_until requests" / "Running loglikelihood requests", evaluation, prediction, inference):
-# one rank's unfinished bar before the others' timeouts is where it was when they gave up waiting.
-_EVAL_LOOP = re.compile(r"request|generat|eval|valid|predict|infer", re.I)
-_TRAIN_DESC = re.compile(r"^\W*(?:epoch|train(?:ing)?|steps?|iter(?:ation)?s?|batch(?:es)?)\b", re.I)
-_STEP_SIGNATURES = frozenset({"training.step_loss", "megatron.iteration", "training.hf_log", "progress.iteration_time"})
 
 
 # ---------------------------------------------------------------------------------------------
@@ -214,74 +191,17 @@ def _own_teardown(f: Finding) -> bool:
 # Long work
 
 
-def bar_of(text: str) -> tuple[str, float, int] | None:
-    """The last tqdm bar of a line (carriage-return updates share a line): description, elapsed seconds, percent
-    (-1 for a bar without a total)."""
-    last = None
-    for m in _TQDM.finditer(text):
-        last = m
-    if last is None:
-        return None
-    before = text[: last.start()]
-    cut = max(before.rfind("\r"), before.rfind("]"), before.rfind("|"))
-    desc = split_prefix(before[cut + 1 :]).rest.strip().rstrip(":").strip()
-    parts = [int(p) for p in (last.group("elapsed") or last.group("elapsed_only")).split(":")]
-    seconds = sum(v * 60**i for i, v in enumerate(reversed(parts)))
-    percent = last.group("percent")
-    return desc, float(seconds), int(percent) if percent is not None else -1  # -1: a bar without a total
-
-
-def is_work(desc: str) -> bool:
-    """A bar description of work that runs outside collectives (not a training loop's own bar)."""
-    return bool(desc) and _TRAIN_DESC.search(desc) is None and _WORK_DESC.search(desc) is not None
-
-
-def bar_step(bar: Finding, findings: list[Finding]) -> str:
-    """What a bar without a description counts: the step its rank announced last before it in its file, when no
-    training step and no end of that step lies between. HF Trainer's bars have no description (transformers
-    trainer_callback.py ProgressCallback: tqdm(total=...)); its evaluation_loop logs "***** Running Evaluation
-    *****" before the evaluation bar, and log_metrics "***** eval metrics *****" after it."""
-    ev = bar.evidence[0]
-    step = ""
-    before = [
-        f for f in findings if f.rank == bar.rank and f.evidence[0].file == ev.file and f.evidence[0].line < ev.line
-    ]
-    for f in sorted(before, key=lambda f: f.evidence[0].line):
-        if f.signature in _ANNOUNCING:
-            step = f.fields.get("step", "")
-        elif f.signature in _STEP_SIGNATURES or f.signature == "progress.step_done":
-            step = ""  # training went on, or the announced step ended, before this bar
-    return step
-
-
-def long_bars(findings: list[Finding], waiting: list[Finding], limit_ms: int | None) -> list[Finding]:
-    """Bars of non-collective work, not on a waiting rank, whose elapsed time reaches the collective's timeout."""
-    if limit_ms is None:
-        return []
-    waited = {f.rank for f in waiting if f.rank is not None}
-    out: list[tuple[float, Finding]] = []
-    for f in findings:
-        if f.signature != "progress.tqdm" or (f.rank is not None and f.rank in waited):
-            continue
-        bar = bar_of(f.evidence[0].text)
-        if bar is None or not is_work(bar[0] or bar_step(f, findings)) or bar[1] * 1000 < REACHES * limit_ms:
-            continue
-        out.append((bar[1], f))
-    out.sort(key=lambda x: (-x[0], x[1].evidence[0].file, x[1].evidence[0].line))
-    return [f for _, f in out]
-
-
 def announced(findings: list[Finding], rank: int) -> Finding | None:
     """The step the rank announced last, when no training step and no "finished" line of that rank follows it."""
     mine = [f for f in findings if f.rank == rank and f.role == "context"]
-    steps = [f for f in mine if f.signature in _ANNOUNCING]
+    steps = [f for f in mine if f.signature in ANNOUNCING]
     if not steps:
         return None
     last = max(steps, key=lambda f: (f.evidence[0].file, f.evidence[0].line))
     later = [
         f
         for f in mine
-        if (f.signature in _STEP_SIGNATURES or f.signature == "progress.step_done")
+        if (f.signature in STEP_SIGNATURES or f.signature == "progress.step_done")
         and f.evidence[0].file == last.evidence[0].file
         and f.evidence[0].line > last.evidence[0].line
     ]
@@ -299,7 +219,7 @@ def unowned_announcement(findings: list[Finding], waiting: list[Finding]) -> Fin
     best: Finding | None = None
     for f in findings:
         ev = f.evidence[0]
-        if f.signature not in _ANNOUNCING or f.rank is not None or ev.line >= first_wait.get(ev.file, 0):
+        if f.signature not in ANNOUNCING or f.rank is not None or ev.line >= first_wait.get(ev.file, 0):
             continue
         if best is None or (ev.file, ev.line) > (best.evidence[0].file, best.evidence[0].line):
             best = f
@@ -308,37 +228,7 @@ def unowned_announcement(findings: list[Finding], waiting: list[Finding]) -> Fin
     ev = best.evidence[0]
     after = any(
         f.rank is None
-        and (f.signature in _STEP_SIGNATURES or f.signature == "progress.step_done")
-        and f.evidence[0].file == ev.file
-        and ev.line < f.evidence[0].line < first_wait[ev.file]
-        for f in findings
-    )
-    return None if after else best
-
-
-def unowned_bar(findings: list[Finding], waiting: list[Finding]) -> Finding | None:
-    """In a log where the waiting ranks' timeouts follow it, the last bar before them when it is an unfinished
-    evaluation or generation loop printed by a line that names no rank, with no training step or "finished" line
-    between it and the first timeout (line order as time: lm-evaluation-harness draws its bar on rank 0 only,
-    without a rank prefix). A short bar of other work (a datasets map) says nothing: it reaches no timeout."""
-    first_wait: dict[str, int] = {}
-    for f in waiting:
-        ev = f.evidence[0]
-        first_wait[ev.file] = min(first_wait.get(ev.file, ev.line), ev.line)
-    best: Finding | None = None
-    for f in findings:
-        ev = f.evidence[0]
-        if f.signature != "progress.tqdm" or f.rank is not None or ev.line >= first_wait.get(ev.file, 0):
-            continue
-        if best is None or (ev.file, ev.line) > (best.evidence[0].file, best.evidence[0].line):
-            best = f
-    bar = _work_bar(best.evidence[0], findings) if best is not None else None
-    if best is None or bar is None or _EVAL_LOOP.search(bar[0]) is None:
-        return None  # the last bar before the timeouts finished, counts training steps, or is no evaluation loop
-    ev = best.evidence[0]
-    after = any(
-        f.rank is None
-        and (f.signature in _STEP_SIGNATURES or f.signature == "progress.step_done")
+        and (f.signature in STEP_SIGNATURES or f.signature == "progress.step_done")
         and f.evidence[0].file == ev.file
         and ev.line < f.evidence[0].line < first_wait[ev.file]
         for f in findings
@@ -364,7 +254,7 @@ def last_line_finding(rank: int, rl: RankLast, topo: Topology, class_id: str = H
     )
 
 
-def _as_root(f: Finding, cls: str, summary: str) -> Finding:
+def as_root(f: Finding, cls: str, summary: str) -> Finding:
     return f.model_copy(update={"class_id": cls, "role": "root_candidate", "severity": "P1", "summary": summary})
 
 
@@ -387,7 +277,7 @@ def hang_candidate(findings: list[Finding], topo: Topology, last: dict[int, Rank
         who = f"rank {f.rank}" if f.rank is not None else "a rank"
         what = bar[0] or bar_step(f, findings)
         summary = f"{who} was still busy with “{what[:60]}” after {bar[1] / 60:.1f} min, outside any collective"
-        chosen.append(_as_root(f, HANG, summary))
+        chosen.append(as_root(f, HANG, summary))
         if limit is not None:
             reasons.append(f"{summary}; the others waited in a collective with a {limit / 1000:.0f} s timeout")
         else:
@@ -411,23 +301,23 @@ def hang_candidate(findings: list[Finding], topo: Topology, last: dict[int, Rank
         where = next((f for f in findings if f.signature == "hang.stack.where" and f.rank == r), None)
         if where is not None:  # a stack dump of it: where it is, outside any collective
             summary = f"rank {r} is stuck outside any collective: {where.fields.get('where', '')}"
-            chosen.append(_as_root(where, HANG, summary))
+            chosen.append(as_root(where, HANG, summary))
             reasons.append(summary + f" ({where.fields.get('tool', 'stack dump')}), while the others timed out")
             work = True
         step = announced(findings, r) if where is None else None
         if step is not None and step.signature == "progress.waiting_for_work":
             summary = f"rank {r} sat outside any collective, waiting for work: {step.fields.get('step', '')}"
-            chosen.append(_as_root(step, HANG, summary))
+            chosen.append(as_root(step, HANG, summary))
             reasons.append(summary + ", its last word while the others waited for it in a collective")
             idle.append(r)
             work = True
         elif step is not None:
             summary = f"rank {r} announced long work outside any collective: {step.fields.get('step', '')}"
-            chosen.append(_as_root(step, HANG, summary))
+            chosen.append(as_root(step, HANG, summary))
             reasons.append(summary + ", and printed no timeout while the others timed out")
             work = True
         lf = last_line_finding(r, rl, topo)
-        bar = _work_bar(ev, findings) if step is None and where is None else None
+        bar = work_bar(ev, findings) if step is None and where is None else None
         if lf is not None and bar is not None:  # its last line: a bar of work outside any collective, unfinished
             what, seconds, percent = bar
             done = f"{percent}% after " if percent >= 0 else ""
@@ -445,17 +335,17 @@ def hang_candidate(findings: list[Finding], topo: Topology, last: dict[int, Rank
     unowned = unowned_announcement(findings, waiting) if not chosen else None
     if unowned is not None:
         summary = f"long work outside any collective was announced and never finished: {unowned.fields.get('step', '')}"
-        chosen.append(_as_root(unowned, HANG, summary))
+        chosen.append(as_root(unowned, HANG, summary))
         reasons.append(summary + ", and the timeouts followed it")
         work = True
     loose = unowned_bar(findings, waiting) if not chosen else None
     if loose is not None:
-        what, seconds, percent = _work_bar(loose.evidence[0], findings) or ("", 0.0, -1)
+        what, seconds, percent = work_bar(loose.evidence[0], findings) or ("", 0.0, -1)
         done = f"{percent}% after " if percent >= 0 else ""
         summary = (
             f"a bar of work outside any collective, “{what[:60]}”, stopped unfinished ({done}{seconds / 60:.1f} min)"
         )
-        chosen.append(_as_root(loose, HANG, summary))
+        chosen.append(as_root(loose, HANG, summary))
         reasons.append(summary + ", and the timeouts followed it")
         unowned = loose
         unfinished.append(None)
@@ -480,98 +370,10 @@ def hang_candidate(findings: list[Finding], topo: Topology, last: dict[int, Rank
     return c
 
 
-def _work_bar(ev: Evidence, findings: list[Finding]) -> tuple[str, float, int] | None:
-    """A line's last tqdm bar when it counts work outside collectives and had not finished: (what, elapsed
-    seconds, percent or -1). A bar without a description counts the step its rank announced before it."""
-    bar = bar_of(ev.text)
-    if bar is None or bar[2] == 100:
-        return None
-    what = bar[0]
-    if not what:
-        at = (ev.file, ev.line)
-        own = next(
-            (f for f in findings if f.signature == "progress.tqdm" and (f.evidence[0].file, f.evidence[0].line) == at),
-            None,
-        )
-        what = bar_step(own, findings) if own is not None else ""
-    return (what, bar[1], bar[2]) if is_work(what) else None
-
-
 def _after_waits_in_file(ev: Evidence, waiting: list[Finding]) -> bool:
     """The line comes after the first timeout another rank printed in the same file (line order as time)."""
     lines = [f.evidence[0].line for f in waiting if f.evidence[0].file == ev.file]
     return bool(lines) and ev.line > min(lines)
-
-
-BARRIER_LISTED = 60.0  # a coordination barrier that names every task that did not reach it
-HEARTBEAT_LISTED = 50.0  # ... the tasks that stopped sending heartbeats (dead, hung, or a busy host)
-_TASKS_BELOW = 64  # task-name lines read below a barrier timeout
-MAX_NAMED = 2  # more tasks than this missing: a group that stopped, no single culprit
-
-
-def barrier_named(findings: list[Finding]) -> Candidate | None:
-    """The task a coordination-service message lists as not arrived or gone, when the list is whole and short.
-
-    tsl coordination_service.cc (2023+) prints, for a barrier, "# of tasks that reached the barrier: <n>/<N>."
-    then "Some timed out task names:" and one "/job:<j>/replica:<r>/task:<t>" a line (the tasks still pending):
-    the list is whole when it holds N - n names. For a heartbeat timeout it prints "The following tasks are
-    unhealthy (stopped sending heartbeats):" and the tasks a line: they died or hung, though a busy host can miss
-    a heartbeat too (inferred: capped). The task index is the process index (jax.distributed's process_id, the
-    worker index of MultiWorkerMirroredStrategy)."""
-    by_file: dict[str, list[Finding]] = defaultdict(list)
-    for f in findings:
-        if f.signature in {"tsl.barrier_task", "tsl.barrier_arrived"}:
-            by_file[f.evidence[0].file].append(f)
-    heads = sorted(
-        (f for f in findings if f.signature in {"tsl.barrier_timeout", "tsl.unhealthy_tasks"}),
-        key=lambda f: (f.signature != "tsl.barrier_timeout", f.evidence[0].file, f.evidence[0].line),
-    )
-    for head in heads:
-        ev = head.evidence[0]
-        barrier = head.signature == "tsl.barrier_timeout"
-        below = sorted(
-            (f for f in by_file.get(ev.file, []) if ev.line < f.evidence[0].line <= ev.line + _TASKS_BELOW),
-            key=lambda f: f.evidence[0].line,
-        )
-        count = next((f for f in below if f.signature == "tsl.barrier_arrived"), None)
-        tasks = [f for f in below if f.signature == "tsl.barrier_task"]
-        if (barrier and count is None) or not tasks or (not barrier and tasks[0].evidence[0].line > ev.line + 1):
-            continue
-        run = tasks[:1]  # one list: the consecutive lines from the first task name
-        for t in tasks[1:]:
-            if t.evidence[0].line != run[-1].evidence[0].line + 1:
-                break
-            run.append(t)
-        tasks = run
-        named = sorted({int(t.fields["task"]) for t in tasks})
-        if count is not None and barrier:
-            whole = int(count.fields["total"]) - int(count.fields["arrived"]) == len(named)
-        else:
-            whole = True  # the heartbeat message lists every unhealthy task
-        if not whole or not 0 < len(named) <= MAX_NAMED:
-            continue  # "Some" names: a partial list says who else is late, not who alone is
-        what = f"did not reach barrier {head.fields.get('barrier', '')}" if barrier else "stopped sending heartbeats"
-        chosen = [
-            _as_root(t, HANG, f"task {t.fields['task']} {what}").model_copy(update={"rank": int(t.fields["task"])})
-            for t in tasks
-        ]
-        c = Candidate(HANG, [*chosen, head, *([count] if barrier and count is not None else [])], [])
-        c.lead = chosen[0]
-        listed = ", ".join(map(str, named))
-        if barrier and count is not None:
-            c.score = BARRIER_LISTED
-            c.reasons.append(
-                f"the coordination service's barrier timed out with {count.fields['arrived']}/"
-                f"{count.fields['total']} tasks arrived and names the missing: task {listed}"
-            )
-        else:
-            c.score = HEARTBEAT_LISTED
-            c.reasons.append(f"the coordination service names the tasks that stopped sending heartbeats: {listed}")
-            c.penalties.append(
-                "inferred: a missed heartbeat says the task died or hung, or only that its host was busy"
-            )
-        return c
-    return None
 
 
 def explained_by_wait(cands: Iterable[Candidate], waiting: list[Finding], hang: Candidate) -> None:

@@ -32,7 +32,6 @@ from crashcart.reduce.desync import unranked_sites
 from crashcart.reduce.explain import _compose, _unknown
 from crashcart.reduce.hang_files import add_file_candidates, with_rank_stops
 from crashcart.reduce.hangs import (
-    barrier_named,
     explained_by_wait,
     first_in_file_order,
     hang_candidate,
@@ -43,6 +42,7 @@ from crashcart.reduce.hangs import (
 from crashcart.reduce.host import host_suspects, stale_gpu_memory, switch_endpoint
 from crashcart.reduce.listing import listed_nodes
 from crashcart.reduce.memory import killed_work, named_nodes
+from crashcart.reduce.named import barrier_named
 from crashcart.reduce.prolog import prolog_node
 from crashcart.reduce.smells import (
     CONNECT_CLASSES,
