@@ -178,3 +178,15 @@ def test_numpy_taken_up_mid_file_finds_the_same(tmp_path: Path, monkeypatch: pyt
     assert lazy._NUMPY and lazy._NUMPY[0] is not None  # taken up after the first buffer
     assert switched == with_numpy
     assert [h[1] for h in switched.hits] == [i + 1 for i in range(3000) if i % 3 == 0]
+
+
+_LINE_PIECES = [b"", b"abc", b"\r", b"\x1b[31m", b"\xff", "é".encode(), b"x" * 30, b"\n", b"\n", b"\xe2\x82"]
+
+
+@hsettings(max_examples=150, deadline=None)
+@given(st.lists(st.sampled_from(_LINE_PIECES), max_size=40), st.sampled_from([8, 25, 1000]))
+def test_canonical_lines_in_one_decode_are_canonical_line_of_each(parts: list[bytes], max_line: int) -> None:
+    from crashcart.ingest.bundle import canonical_line
+
+    data = b"".join(parts)
+    assert analyse._canonical_lines(data, max_line) == [canonical_line(r, max_line) for r in data.split(b"\n")]

@@ -218,8 +218,20 @@ def _from_first_header(data: bytes, first: int, pyspy: bool) -> tuple[bytes, int
 
 
 def _window(data: bytes, first: int, max_line: int) -> Sequence[str]:
-    lines = [canonical_line(raw, max_line) for raw in data.split(b"\n")]
+    lines = _canonical_lines(data, max_line)
     return lines if first == 1 else stacks.Window(first, lines)
+
+
+def _canonical_lines(data: bytes, max_line: int) -> list[str]:
+    """``canonical_line`` of every piece of ``data`` between newlines; in one decode where it has nothing to
+    strip or cut and is valid UTF-8 (a 4 MiB tail: 20 k calls of ``canonical_line`` otherwise)."""
+    raws = data.split(b"\n")
+    if b"\r" not in data and b"\x1b" not in data and max(map(len, raws)) <= max_line:
+        try:
+            return data.decode("utf-8").split("\n")  # a newline byte is never inside a UTF-8 sequence
+        except UnicodeDecodeError:
+            pass
+    return [canonical_line(raw, max_line) for raw in raws]
 
 
 def _on(bf: BundleFile, p: stacks.Process) -> stacks.Process:
