@@ -6,7 +6,7 @@ python/ray/_private/worker.py print_worker_logs, src/ray/raylet/node_manager.cc,
 src/ray/gcs/gcs_server/gcs_actor_manager.cc; the version is named on each. Identifiers (IDs, IPs, pids, sizes) are
 made up. A traceback that re-raises the kill (a RayTaskError over the cause's traceback, an ActorDiedError with the
 death's context, a Train aggregate chained over it) is the kill's carrier, not a Python exception of its own
-(scan/findings.py CARRIED_CLASSES); the node is the one the memory line names, never the caller's ``ip=``.
+(scan/tracebacks.py CARRIED_CLASSES); the node is the one the memory line names, never the caller's ``ip=``.
 """
 
 from __future__ import annotations

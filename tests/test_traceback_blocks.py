@@ -1,5 +1,5 @@
 """A traceback is followed to its final exception line however long it is: its lines are read in growing
-blocks (``findings.TRACEBACK_FIRST_READ``, then four times more), and the answer must not depend on where
+blocks (``tracebacks.TRACEBACK_FIRST_READ``, then four times more), and the answer must not depend on where
 a block ends."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from crashcart.scan import findings
+from crashcart.scan import tracebacks
 from crashcart.settings import Settings
 from tests.kit import run_files
 
@@ -48,4 +48,4 @@ def test_a_traceback_longer_than_the_limit_is_not_followed_past_it(tmp_path: Pat
 
 
 def test_first_block_is_smaller_than_the_limit() -> None:
-    assert Settings().scan.traceback_max_lines > findings.TRACEBACK_FIRST_READ
+    assert Settings().scan.traceback_max_lines > tracebacks.TRACEBACK_FIRST_READ
