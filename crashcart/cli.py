@@ -57,7 +57,17 @@ def _stdout() -> Console:
     return Console(width=shutil.get_terminal_size((PIPED_WIDTH, 24)).columns, highlight=False)
 
 
+#: cyclic-GC thresholds of a ``crashcart diagnose`` process (Python's default: 700, 10, 10)
+DIAGNOSE_GC_THRESHOLDS = (10_000, 50, 50)
+
+
 def main(argv: list[str] | None = None) -> int:
+    if argv is None and sys.argv[1:2] == ["diagnose"]:
+        # a one-shot process: what the imports made is never garbage (frozen, no collection traverses it again),
+        # and the scan's millions of short-lived tuples and models are collected less often; (b): 0.35 s of
+        # collections holding the GIL -> about 0.1 s, the same peak RSS
+        gc.freeze()
+        gc.set_threshold(*DIAGNOSE_GC_THRESHOLDS)
     code = _main(argv)
     if argv is None:  # this process's own command line (the ``crashcart`` script, ``python -m crashcart``): it ends
         # next, and its objects go with it; frozen, the interpreter's last collections do not traverse them all

@@ -68,3 +68,34 @@ def test_only_the_process_command_line_freezes_its_objects_for_the_exit() -> Non
     assert run.returncode == 0, run.stderr
     explicit, own = map(int, run.stdout.split())
     assert explicit == 0 and own > 0
+
+
+THRESHOLDS = """
+import contextlib, gc, io, json, sys
+from crashcart.cli import main
+before = gc.get_threshold()
+with contextlib.redirect_stdout(io.StringIO()):
+    main(["diagnose", sys.argv[1], "--no-store", "--json"])  # a caller in this process: its collector untouched
+explicit = gc.get_threshold()
+sys.argv = ["crashcart", "diagnose", sys.argv[1], "--no-store", "--json"]
+with contextlib.redirect_stdout(io.StringIO()):
+    main()
+print(json.dumps([before, explicit, gc.get_threshold()]))
+"""
+
+
+def test_only_a_diagnose_process_collects_less_often(make_bundle: MakeBundle, tmp_path: Path) -> None:
+    from crashcart.cli import DIAGNOSE_GC_THRESHOLDS
+
+    bundle = make_bundle({"rank-0.log": "[rank0]: step 1\n" + OOM})
+    env = {"CRASHCART_WORK_DIR": str(tmp_path / "work"), "CRASHCART_DB": str(tmp_path / "db.sqlite")}
+    run = subprocess.run(
+        [sys.executable, "-c", THRESHOLDS, str(bundle)],
+        capture_output=True,
+        text=True,
+        env={**_inherited(), **env},
+        stdin=subprocess.DEVNULL,
+    )
+    assert run.returncode == 0, run.stderr
+    before, explicit, own = json.loads(run.stdout)
+    assert before == explicit and tuple(own) == DIAGNOSE_GC_THRESHOLDS != tuple(before)
