@@ -231,10 +231,10 @@ def _check_out(out: Path | None) -> None:
 def _diagnose(args: argparse.Namespace, settings: Settings, store: Store | None) -> int:
     from crashcart.pipeline import diagnose
 
-    size = _size(args.bundle)
     bar: Progress | None = None
     task = None
-    if size >= PROGRESS_MIN_BYTES and _stderr_may_be_terminal():
+    # the bundle's size only where a bar may be drawn: a walk of every file (10,000 of them in a large bundle)
+    if _stderr_may_be_terminal() and (size := _size(args.bundle)) >= PROGRESS_MIN_BYTES:
         from rich.console import Console
         from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 
