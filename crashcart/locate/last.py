@@ -74,10 +74,12 @@ def _last_per_rank(
     for n, text in reversed(lines):
         if not text.strip():
             continue
-        pre = prefix.view(text)
-        rank = pre.rank
-        if rank is None and pre.local is not None:
-            rank = local_ranks.get(pre.local)
+        rank = None
+        if prefix.may_name_rank(text) or "[default" in text:  # else view finds neither a rank nor a local rank
+            pre = prefix.view(text)
+            rank = pre.rank
+            if rank is None and pre.local is not None:
+                rank = local_ranks.get(pre.local)
         rank = file_rank if rank is None else rank
         if rank is None or rank in found:
             continue

@@ -32,7 +32,6 @@ _LOOPBACK = frozenset({"localhost", "127.0.0.1", "::1", "localhost.localdomain"}
 _LAUNCHER_RANK = re.compile(
     r"^\((?:[A-Za-z][\w:.-]* )?rank=(?P<a>\d{1,7})(?:,? pid=\d+)?(?:,? ip=[\d.]+)?\) |^\[[Rr]ank[= ](?P<b>\d{1,7})\] "
 )
-_IPV4 = re.compile(r"(?:\d{1,3}\.){3}\d{1,3}")
 
 
 def _single_paste(files: list[BundleFile]) -> bool:
@@ -43,6 +42,8 @@ def _single_paste(files: list[BundleFile]) -> bool:
 
 def launcher_rank(text: str) -> int | None:
     """The global rank a launcher prefix names (``(VllmWorker rank=1 pid=7) ``, ``[rank=3] ``), if any."""
+    if "ank=" not in text and "ank " not in text and not text.startswith("{"):  # the pattern's "rank=", "[Rank "
+        return None
     m = _LAUNCHER_RANK.search(prefix.view(text).rest)
     if m is None:
         return None
@@ -55,6 +56,8 @@ _CRASH_EXIT = frozenset({"-6", "-11", "-7", "-4", "-8", "134", "139", "135"})
 
 def nccl_prefix(text: str) -> tuple[str, str, int] | None:
     """(host, pid, cudaDev) from NCCL's line prefix, after any launcher prefix; None when absent."""
+    if "NCCL " not in text and not text.startswith("{"):  # the pattern holds "NCCL " (a JSON record may escape it)
+        return None
     m = _NCCL_PREFIX.search(prefix.view(text).rest[:200])
     return (m.group("host"), m.group("pid"), int(m.group("dev"))) if m else None
 
@@ -111,7 +114,8 @@ def infer_topology(files: list[BundleFile], findings: list[Finding], manifest: M
         if said:
             hosts[f.rank][said] += 5
             sources.add("NCCL init lines" if "nranks" in f.fields else "torchrun summaries")
-        pci = canonical_pci(f.fields.get("busid", "") or f.fields.get("pci", ""))
+        busid = f.fields.get("busid", "") or f.fields.get("pci", "")
+        pci = canonical_pci(busid) if busid else None  # (no id: none to read)
         if pci:
             gpus[f.rank][pci] += 5
         lr = f.fields.get("local_rank") or f.fields.get("cudadev")
@@ -248,24 +252,27 @@ def attribute(findings: list[Finding], topo: Topology, files: list[BundleFile] |
     crash_ranks: set[int] = set()
     guessed: set[str] = set()
     out: list[Finding] = []
+    in_paths: dict[str, str | None] = {}  # path -> the node it names (findings come file by file)
     for f in findings:
         update: dict[str, object] = {}
         ev = f.evidence[0]
-        in_path = _node_in_path(ev.file, rank_nodes)
-        nccl = nccl_prefix(ev.text)
+        if ev.file not in in_paths:
+            in_paths[ev.file] = _node_in_path(ev.file, rank_nodes)
+        in_path = in_paths[ev.file]
+        said = f.fields.get("rank", "").isdigit() or ev.file in path_rank or prefix.names_rank(ev.text)
+        nccl = nccl_prefix(ev.text) if f.node is None or not said else None  # read only then
         if f.node in _LOOPBACK and file_host.get(ev.file):
             f = f.model_copy(update={"node": file_host[ev.file]})
         if f.node in aliases:
             f = f.model_copy(update={"node": aliases[f.node]})
         elif f.node is None and nccl is not None and prefix.looks_like_host(nccl[0]):
             f = f.model_copy(update={"node": nccl[0]})  # NCCL's own prefix names the host
-        elif f.node is None and (host := prefix.view(ev.text).host) and _IPV4.fullmatch(host):
+        elif f.node is None and (host := prefix.address_of(ev.text)):
             f = f.model_copy(update={"node": host})  # pdsh/clush "10.0.0.7: " names a node by its address
         elif f.node is None and f.rank is None and in_path:
             f = f.model_copy(update={"node": in_path})  # e.g. kubectl_describe_pod_<pod>.txt names the host
         elif f.node is None and f.fields.get("_file_host") in aliases:
             f = f.model_copy(update={"node": aliases[f.fields["_file_host"]]})
-        said = f.fields.get("rank", "").isdigit() or prefix.view(ev.text).rank is not None or ev.file in path_rank
         tagged = None if said else launcher_rank(ev.text)
         if tagged is not None:
             f = f.model_copy(update={"rank": tagged})
@@ -348,8 +355,10 @@ def _under_prompts(findings: list[Finding]) -> list[Finding]:
     """Output pasted under a shell prompt ("root@gpu47:~# nvidia-smi") ran on the prompt's host."""
     prompts: dict[str, list[tuple[int, str]]] = defaultdict(list)
     for f in findings:
+        if f.signature != "shell.prompt":
+            continue
         host = f.fields.get("host", "")
-        if f.signature == "shell.prompt" and host not in _LOOPBACK and prefix.looks_like_host(host):
+        if host not in _LOOPBACK and prefix.looks_like_host(host):
             prompts[f.evidence[0].file].append((f.evidence[0].line, host))
     if not prompts:
         return findings
@@ -424,7 +433,7 @@ class _RankFacts:
             rank = f.rank if f.fields.get("rank", "").isdigit() else None
             if rank is None and f.fields.get("local_rank", "").isdigit() and f.signature.startswith(_LAUNCHERS):
                 rank = self.global_of(self._host(f), int(f.fields["local_rank"]))
-            if rank is None and f.role == "context" and prefix.view(f.evidence[0].text).rank is not None:
+            if rank is None and f.role == "context" and prefix.names_rank(f.evidence[0].text):
                 rank = f.rank
             if rank is not None:
                 self.pids[pid].add(rank)

@@ -87,19 +87,20 @@ def specific_lines(class_id: str, first: Finding, findings: list[Finding]) -> li
     then the worker's own "ValueError: corrupt record ..."), the errno line under a generic "failed to listen",
     a native crash's frame #0 after its signal line. Up to two, nearest first; never separators or re-prints."""
     ev0 = first.evidence[0]
-    skip = teardown_aborts(findings)
     near = [
         f
         for f in findings
         if (f.class_id == class_id or (f.signature in FRAME_SIGNATURES and class_id == NATIVE))
         and f is not first
-        and f.id not in skip
         and (f.role in {"root_candidate", "confirmation"} or f.signature in FRAME_SIGNATURES)
         and f.rank == first.rank
         and f.evidence[0].file == ev0.file
         and -SPECIFIC_BEFORE <= f.evidence[0].line - ev0.line <= SPECIFIC_AFTER
         and f.evidence[0].line != ev0.line
     ]
+    if near:  # re-prints and aborts are told from the whole bundle: only when a line is near
+        skip = teardown_aborts(findings)
+        near = [f for f in near if f.id not in skip]
     near.sort(key=lambda f: abs(f.evidence[0].line - ev0.line))
     return [f.evidence[0] for f in near[:2]]
 

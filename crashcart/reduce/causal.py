@@ -235,25 +235,33 @@ def _summary_reprints(findings: list[Finding]) -> dict[str, str]:
     for f in findings:
         if f.signature in {"torchrun.root_cause", "torchrun.child_failed_error"}:
             heads[f.evidence[0].file].append(f.evidence[0].line)
-    elsewhere: set[str] = set()
-    inside: list[Finding] = []
-    for f in findings:
-        ev = f.evidence[0]
-        end = ev.end_line or ev.line
-        if any(0 < ev.line - h <= SUMMARY_SPAN or 0 < end - h <= SUMMARY_SPAN for h in heads.get(ev.file, [])):
-            inside.append(f)
-        elif f.role != "context":
-            elsewhere.add(_last_text(f))
-            if f.fields.get("message"):
-                elsewhere.add(f.fields["message"].strip())
     out: dict[str, str] = {}
     for f in findings:
         if f.signature.startswith("generic.") and _SEPARATOR.fullmatch(_last_text(f)):
             out[f.id] = "a separator line, not an error"
+    if not heads:  # no failure summary in the bundle
+        return out
+    inside: list[Finding] = []
+    outside: list[Finding] = []
+    for f in findings:
+        ev = f.evidence[0]
+        end = ev.end_line or ev.line
+        near = heads.get(ev.file)
+        if near and any(0 < ev.line - h <= SUMMARY_SPAN or 0 < end - h <= SUMMARY_SPAN for h in near):
+            inside.append(f)
+        elif f.role != "context":
+            outside.append(f)
+    inside = [f for f in inside if f.role != "context" and not f.signature.startswith("torchrun.")]
+    if not inside:  # no summary holds an error: what the others say is not needed
+        return out
+    elsewhere: set[str] = set()
+    for f in outside:
+        elsewhere.add(_last_text(f))
+        if f.fields.get("message"):
+            elsewhere.add(f.fields["message"].strip())
+    said = elsewhere - {""}
     for f in inside:
-        if f.role == "context" or f.signature.startswith("torchrun."):
-            continue
-        if _last_text(f) in elsewhere or f.fields.get("message", "").strip() in elsewhere - {""}:
+        if _last_text(f) in elsewhere or f.fields.get("message", "").strip() in said:
             out.setdefault(f.id, "torchrun's failure summary re-printing a worker's error")
     return out
 
@@ -290,7 +298,7 @@ def teardown_aborts(findings: list[Finding]) -> dict[str, str]:
     out: dict[str, str] = _summary_reprints(findings)
     carried = _what_lines(findings)
     for f in findings:
-        if not _is_abort(f):
+        if f.signature not in ABORT_SIGNATURES or not _is_abort(f):
             continue
         ev = f.evidence[0]
         if f.signature == "native.terminate_called" and any(0 < n - ev.line <= ABORT_AFTER for n in carried[ev.file]):
@@ -453,12 +461,16 @@ def versions(findings: list[Finding]) -> tuple[str, dict[str, str], list[Finding
     The odd host is the one in the minority; on a tie, the one with the older version (a node that
     missed an upgrade is the usual story).
     """
-    for key in ("nccl_version", "driver_version", "cuda_driver_version", "cuda_version"):
-        per_host: dict[str, dict[str, Finding]] = defaultdict(dict)
-        for f in findings:
-            v = f.fields.get(key)
-            if f.role == "context" and v and f.node:
-                per_host[f.node].setdefault(v, f)
+    keys = ("nccl_version", "driver_version", "cuda_driver_version", "cuda_version")
+    hosts: dict[str, dict[str, dict[str, Finding]]] = {key: defaultdict(dict) for key in keys}
+    for f in findings:  # one pass for every key
+        if f.role != "context" or not f.node:
+            continue
+        for key in keys:
+            if v := f.fields.get(key):
+                hosts[key][f.node].setdefault(v, f)
+    for key in keys:
+        per_host = hosts[key]
         single = {h: next(iter(vs)) for h, vs in per_host.items() if len(vs) == 1}
         values = Counter(single.values())
         if len(values) > 1 and len(per_host) > 1:

@@ -47,6 +47,7 @@ _MEASURES: tuple[tuple[str, str, str, str], ...] = (
     ("progress.rank_throughput", "hf_samples_per_s", "rate", "samples per second"),
 )
 _MEASURED = frozenset(sig for sig, _, _, _ in _MEASURES) | {"progress.tqdm"}  # signatures points() reads
+_BY_SIGNATURE = {sig: tuple((f, k, m) for s, f, k, m in _MEASURES if s == sig) for sig in _MEASURED}
 
 
 @dataclass(frozen=True)
@@ -57,6 +58,8 @@ class Point:
 
 
 def _float(v: str) -> float | None:
+    if not v:  # most fields are absent
+        return None
     try:
         x = float(v.replace(",", ""))
     except ValueError:
@@ -67,10 +70,11 @@ def _float(v: str) -> float | None:
 def points(f: Finding) -> list[Point]:
     """The throughput values a finding carries, each as a cost (higher is slower)."""
     out: list[Point] = []
-    if f.signature not in _MEASURED:  # most findings: not a throughput line
+    measures = _BY_SIGNATURE.get(f.signature)
+    if measures is None:  # most findings: not a throughput line
         return out
-    for sig, field, kind, measure in _MEASURES:
-        if f.signature != sig or not (v := _float(f.fields.get(field, ""))):
+    for field, kind, measure in measures:
+        if not (v := _float(f.fields.get(field, ""))):
             continue
         if kind == "time":
             out.append(Point(f, v / 1000.0 if f.fields.get("unit") == "ms" else v, measure))
@@ -99,10 +103,13 @@ def slow_rank(findings: list[Finding], topo: Topology) -> Candidate | None:
     """One rank (or node, or log) clearly slower than the others on the same measure."""
     by_measure: dict[str, dict[tuple[str, str], list[Point]]] = defaultdict(lambda: defaultdict(list))
     for f in findings:
+        pts = points(f)
+        if not pts:
+            continue
         key = _key(f)
         if key is None:
             continue
-        for p in points(f):
+        for p in pts:
             by_measure[p.measure][key].append(p)
     best: tuple[float, Candidate] | None = None
     for measure, per_key in sorted(by_measure.items()):
@@ -316,9 +323,10 @@ def megatron_straggler(findings: list[Finding]) -> Candidate | None:
 def slow_candidates(findings: list[Finding], topo: Topology, other_errors: bool) -> list[Candidate]:
     """The slow-rank, throughput-drop, socket-fallback and Megatron straggler-report candidates; weaker when the job
     also failed with an error of its own."""
+    measured = [f for f in findings if f.signature in _MEASURED]  # the only findings the first two read
     found = (
-        slow_rank(findings, topo),
-        throughput_drop(findings),
+        slow_rank(measured, topo),
+        throughput_drop(measured),
         socket_fallback(findings),
         megatron_straggler(findings),
     )

@@ -56,13 +56,21 @@ def time_source(f: Finding | None) -> TimeSource:
     return "estimated" if note.startswith("estimated") else "inherited"
 
 
+_CHOSEN: dict[str, tuple[object, list[int]]] = {}  # kind -> (the catalogue, its signatures of that kind)
+
+
 def _progress_signatures() -> list[int]:
     cat = load_catalogue()
-    return [
+    chosen = _CHOSEN.get("progress")
+    if chosen is not None and chosen[0] is cat:  # asked once per rank: worked out once per catalogue
+        return chosen[1]
+    out = [
         i
         for i, s in enumerate(cat.signatures)
         if s.role == "context" and set(_STEP_FIELDS) & set(re.findall(r"\(\?P<(\w+)>", s.pattern))
     ]
+    _CHOSEN["progress"] = (cat, out)
+    return out
 
 
 def is_progress_line(text: str) -> bool:
@@ -74,7 +82,12 @@ def is_progress_line(text: str) -> bool:
 def _benign_signatures() -> list[int]:
     """Catalogue signatures that describe information lines the catalogue itself calls benign."""
     cat = load_catalogue()
-    return [i for i, s in enumerate(cat.signatures) if s.role == "context" and "benign" in s.summary.lower()]
+    chosen = _CHOSEN.get("benign")
+    if chosen is not None and chosen[0] is cat:
+        return chosen[1]
+    out = [i for i, s in enumerate(cat.signatures) if s.role == "context" and "benign" in s.summary.lower()]
+    _CHOSEN["benign"] = (cat, out)
+    return out
 
 
 def is_benign_line(text: str) -> bool:

@@ -14,10 +14,13 @@ from typing import NamedTuple
 
 __all__ = [
     "Prefix",
+    "address_of",
     "host_of_path",
     "local_of_path",
     "looks_like_host",
+    "may_name_address",
     "may_name_rank",
+    "names_rank",
     "rank_of_path",
     "split_prefix",
 ]
@@ -264,6 +267,30 @@ def may_name_rank(line: str) -> bool:
     """False for a line in which ``view`` finds no rank: it names one only in ``[rankN]:``, Open MPI's
     ``[J,N]<stdout>:`` or a leading srun label ``N: ``, or inside a JSON record (its text may be escaped)."""
     return "[rank" in line or "]<std" in line or line.lstrip(" \t")[:1].isdigit() or line.startswith("{")
+
+
+def may_name_address(line: str) -> bool:
+    """False for a line in which ``view`` finds no host that starts with a digit (an IP address): only Ray's
+    ``(pid=N, ip=A)``, kubectl's ``[pod/NAME/...]`` and pdsh's ``10.0.0.7: `` give one, each first on the line
+    (after blanks), or a JSON record's message."""
+    first = line.lstrip(" \t")[:1]
+    return first in ("[", "(") or first.isdigit() or line.startswith("{")
+
+
+def names_rank(line: str) -> bool:
+    """Whether a prefix of the line names its global rank (``view(line).rank``), asking ``view`` only when it may."""
+    return may_name_rank(line) and view(line).rank is not None
+
+
+_IPV4 = re.compile(r"(?:\d{1,3}\.){3}\d{1,3}")
+
+
+def address_of(line: str) -> str | None:
+    """The IPv4 address a prefix names the line's host by (pdsh ``10.0.0.7: ``, Ray's ``ip=``), if any."""
+    if not may_name_address(line):
+        return None
+    host = view(line).host
+    return host if host and _IPV4.fullmatch(host) else None
 
 
 _JSON_KEYS = ("log", "message", "msg")
