@@ -438,7 +438,8 @@ def _list(rows: list, console: Console) -> None:  # type: ignore[type-arg]
     from rich.table import Table
 
     table = Table(show_edge=False)
-    for col in ("id", "when", "job", "root cause", "culprit", "confidence", "runs"):
+    table.add_column("id", no_wrap=True, min_width=max((len(r.id) for r in rows), default=2))  # never cut: it is typed
+    for col in ("when", "job", "root cause", "culprit", "confidence", "runs"):
         table.add_column(col)
     for r in rows:
         culprit = ", ".join(

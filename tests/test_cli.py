@@ -199,3 +199,14 @@ def test_out_writes_every_report_and_the_runbook_workflow(env: Path, capsys: pyt
     capsys.readouterr()
     assert main(["runbook", incident, "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["state"] == "approved"
+
+
+def test_list_never_cuts_an_incident_id(
+    env: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert main(["diagnose", str(_bundle(env / "b")), "--out", str(env / "out")]) == 0
+    incident = json.loads((env / "out" / "diagnosis.json").read_text())["incident_id"]
+    capsys.readouterr()
+    monkeypatch.setenv("COLUMNS", "40")  # a narrow terminal: other columns wrap, the id is what people type
+    assert main(["list"]) == 0
+    assert incident in capsys.readouterr().out
