@@ -410,9 +410,11 @@ def _downstream(c: Candidate, findings: list[Finding]) -> bool:
     first_symptom: dict[tuple[str, int | None], int] = {}
     own = {f.id for f in c.findings}
     for f in findings:
+        if f.role not in {"cascade", "teardown"}:
+            continue
         if f.class_id == "torchelastic_childfailed_summary" or f.signature.startswith("torchrun."):
             continue  # the launcher's lines about a rank are not the rank reporting a symptom
-        if f.role in {"cascade", "teardown"} and f.id not in own and f.rank is not None:
+        if f.id not in own and f.rank is not None:
             key = (f.evidence[0].file, f.rank)
             first_symptom[key] = min(first_symptom.get(key, f.evidence[0].line), f.evidence[0].line)
     after = 0

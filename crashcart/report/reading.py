@@ -289,8 +289,10 @@ def _last_progress(findings: Sequence[Finding], before: datetime | None) -> tupl
         if f.role != "context":
             continue
         t = own_time(f)
+        if t is None or (before is not None and t > before):
+            continue
         value = next((f.fields[k] for k in _STEP_FIELDS if f.fields.get(k, "").isdigit()), None)
-        if t is None or value is None or (before is not None and t > before):
+        if value is None:
             continue
         if best is None or t > best[0]:
             best = (t, int(value))

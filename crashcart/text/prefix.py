@@ -273,8 +273,8 @@ def may_name_address(line: str) -> bool:
     """False for a line in which ``view`` finds no host that starts with a digit (an IP address): only Ray's
     ``(pid=N, ip=A)``, kubectl's ``[pod/NAME/...]`` and pdsh's ``10.0.0.7: `` give one, each first on the line
     (after blanks), or a JSON record's message."""
-    first = line.lstrip(" \t")[:1]
-    return first in ("[", "(") or first.isdigit() or line.startswith("{")
+    rest = line.lstrip(" \t")
+    return rest.startswith(("[pod/", "(")) or rest[:1].isdigit() or line.startswith("{")
 
 
 def names_rank(line: str) -> bool:
