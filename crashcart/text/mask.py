@@ -29,6 +29,7 @@ _RULES: tuple[tuple[re.Pattern[str], str], ...] = (
 # mask(mapped) holds no 1 or 8, mask(line) holds no digit 1-9 and the two are equal: lines that differ only in
 # their numbers (the ranks, sequence numbers and sizes of 512 identical timeouts) are masked once.
 _DIGIT_CLASSES = str.maketrans("123456789", "111111188")
+_DIGIT_BYTES = bytes.maketrans(b"123456789", b"111111188")  # the same on ASCII text, without a dict per char
 
 
 def template(line: str) -> str:
@@ -43,7 +44,8 @@ def template(line: str) -> str:
 
 def mask(text: str) -> str:
     """Replace volatile tokens; ``mask(mask(x)) == mask(x)``."""
-    out = _mask_mapped(text.translate(_DIGIT_CLASSES))
+    mapped = text.encode().translate(_DIGIT_BYTES).decode() if text.isascii() else text.translate(_DIGIT_CLASSES)
+    out = _mask_mapped(mapped)
     if "1" not in out and "8" not in out:
         return out
     return _mask(text)
