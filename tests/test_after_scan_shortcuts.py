@@ -9,7 +9,8 @@ Each oracle is the plain computation the shortcut replaces:
 - ``topology.nccl_prefix`` and ``launcher_rank`` skip lines without the words their patterns hold;
 - ``causal.teardown_aborts`` reads what the rest of the bundle says only when a failure summary holds an error;
   ``causal.versions`` reads every version key in one pass; ``adjust.specific_lines`` asks about aborts only when
-  a line is near; ``throughput.points`` reads only its signature's measures;
+  a line is near; ``throughput.points`` reads only its signature's measures; ``explain._evidence_of`` finds the
+  cited ids as an index of every line would;
 - ``reading`` works out the progress and benign signatures once per catalogue.
 """
 
@@ -25,7 +26,7 @@ from hypothesis import strategies as st
 from crashcart.catalogue import load_catalogue
 from crashcart.locate import topology
 from crashcart.models import Evidence, Finding
-from crashcart.reduce import adjust, causal, throughput
+from crashcart.reduce import adjust, causal, explain, throughput
 from crashcart.report import reading
 from crashcart.text import mask, prefix
 
@@ -355,3 +356,15 @@ def test_progress_and_benign_signatures_once_per_catalogue() -> None:
         " [2026-12-01 00:00:01] iteration        2/  250000 | consumed samples:         1024 | "
         "elapsed time per iteration (ms): 1738.5 | learning rate: 1.500E-04 | global batch size:   512 |"
     )
+
+
+@given(findings(), st.lists(st.sampled_from([f"E{i:05d}" for i in range(40)]), max_size=8))
+def test_cited_evidence_as_an_index_of_every_line_gives_it(fs: list[Finding], ids: list[str]) -> None:
+    again = [
+        f.model_copy(update={"evidence": [e.model_copy(update={"text": "re-read"}) for e in f.evidence]}) for f in fs
+    ]
+    lead = again[:3]  # a candidate's own copies of some findings: the same ids, other objects
+    index = {ev.id: ev for f in [*lead, *fs] for ev in f.evidence}
+    got = explain._evidence_of(ids, lead, fs)
+    assert got == {i: index[i] for i in ids if i in index}
+    assert all(got[i] is index[i] for i in got)

@@ -122,11 +122,24 @@ def own_time(f: Finding) -> datetime | None:
 def picture(findings: list[Finding], topo: Topology) -> Picture:
     """The cascade: when symptoms started, what the timeout says, and which ranks are odd."""
     pic = Picture()
-    own = [f.time for f in findings if f.role == "cascade" and f.time is not None and "_time" not in f.fields]
-    inherited = [f.time for f in findings if f.role == "cascade" and f.time is not None]
+    own: list[datetime] = []
+    inherited: list[datetime] = []
+    wd: list[Finding] = []
+    peers: list[Finding] = []
+    desync: list[Finding] = []
+    for f in findings:  # one pass over the findings for every list below
+        if f.role == "cascade" and f.time is not None:
+            inherited.append(f.time)
+            if "_time" not in f.fields:
+                own.append(f.time)
+        if f.class_id in WATCHDOG_CLASSES:
+            wd.append(f)
+        if f.class_id in PEER_CLASSES and f.role == "cascade":
+            peers.append(f)
+        if f.class_id == "collective_mismatch_desync":
+            desync.append(f)
     pic.first_cascade = min(own) if own else min(inherited) if inherited else None
     pic.cascade_time_inherited = not own
-    wd = [f for f in findings if f.class_id in WATCHDOG_CLASSES]
     pic.timed_out = {f.rank for f in wd if f.rank is not None}
     ran = [_int(f.fields.get("ran_ms")) or _int(f.fields.get("timeout_ms")) for f in wd]
     ran_ms = [r for r in ran if r]
@@ -138,8 +151,7 @@ def picture(findings: list[Finding], topo: Topology) -> Picture:
             f"watchdog fired after {pic.timeout_ms / 1000:.0f} s, so the collective started near "
             f"{pic.lookback_start:%H:%M:%S}; looked there first"
         )
-    peers = [f for f in findings if f.class_id in PEER_CLASSES and f.role == "cascade"]
-    if not wd and not peers and not any(f.class_id == "collective_mismatch_desync" for f in findings):
+    if not wd and not peers and not desync:
         return pic
     known = set(topo.ranks)
     world = topo.world_size or (max(known) + 1 if known else 0)
@@ -156,7 +168,6 @@ def picture(findings: list[Finding], topo: Topology) -> Picture:
             pic.suspect_kind = "peer"
     seqs = _per_rank(wd, "seq")
     dones = _per_rank(wd, "done")
-    desync = [f for f in findings if f.class_id == "collective_mismatch_desync"]
     ops = {f.rank: f.fields["op"] for f in [*wd, *desync] if f.rank is not None and f.fields.get("op")}
     if len(set(ops.values())) > 1:
         common, _ = Counter(ops.values()).most_common(1)[0]

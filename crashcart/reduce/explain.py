@@ -156,7 +156,7 @@ def _compose(
     root_ids += [f.evidence[0].id for f in root.findings if "_smell" in f.fields][:2]  # the configuration behind it
     if root.inferred:  # each place the ranks were is its own evidence: its traceback
         root_ids += [ev.id for f in root.findings[:3] for ev in f.evidence if ev.id not in root_ids]
-    registry = {ev.id: ev for f in [*root.findings, *findings] for ev in f.evidence}
+    registry = _evidence_of(root_ids, root.findings, findings)
     cited = [registry[i] for i in root_ids if i in registry]
     root_ids += [i for i in _support(culprit, root, findings, cited) if i not in root_ids]
     explained_nodes = root.nodes | ({culprit.node} if culprit.node else set())
@@ -184,7 +184,7 @@ def _compose(
         root.reasons.append(suspect[0])
         root_ids += [ev.id for ev in suspect[1] if ev.id not in root_ids]
     conf = _confidence(root, others, pic, culprit)
-    root_ids = _distinct(root_ids, registry)
+    root_ids = _distinct(root_ids, _evidence_of(root_ids, root.findings, findings))
     return Diagnosis(
         root_class=root.class_id,
         summary=_summary(root, culprit),
@@ -198,6 +198,19 @@ def _compose(
         timeline=_timeline(root, groups),
         reasoning=[*root.reasons, *(f"against: {p}" for p in root.penalties), *pic.notes],
     )
+
+
+def _evidence_of(ids: list[str], *lists: list[Finding]) -> dict[str, Evidence]:
+    """The evidence of ``ids`` among the findings of ``lists``, by id: what an index of every line would give
+    for them (the last of two that share an id), without building one."""
+    want = set(ids)
+    out: dict[str, Evidence] = {}
+    for fs in lists:
+        for f in fs:
+            for ev in f.evidence:
+                if ev.id in want:
+                    out[ev.id] = ev
+    return out
 
 
 def _distinct(ids: list[str], registry: dict[str, Evidence]) -> list[str]:
@@ -239,7 +252,7 @@ def _unknown(
     root_ids = [clue] if clue else []
     if cands and (len(cands[0].nodes) == 1 or (not cands[0].nodes and len(cands[0].ranks) == 1)):
         culprit = _culprit(cands[0], topo, findings)  # where it happened is known even when why is not
-        registry = {ev.id: ev for f in findings for ev in f.evidence}
+        registry = _evidence_of(root_ids, findings)
         cited = [registry[i] for i in root_ids if i in registry]
         root_ids += [i for i in _support(culprit, cands[0], findings, cited) if i not in root_ids]
     return Diagnosis(
