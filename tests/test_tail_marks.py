@@ -118,7 +118,24 @@ def test_marked_tails_are_read_as_without_marks(tmp_path: Path, settings: Settin
 
 
 def test_tail_marks_of_a_log_without_lines() -> None:
-    assert analyse.tail_marks(Path("/nonexistent"), 0) == analyse.TailMarks(present=False, marked=False)
+    assert analyse.tail_marks(Path("/nonexistent"), 0, 0) == analyse.TailMarks(present=False, marked=False)
+
+
+@pytest.mark.usefixtures("small_limits")
+@pytest.mark.parametrize(
+    "text",
+    ["", "no newline at all " * 400, "x" * 5000 + "\nshort end", "a\n" * 3000, _log(FAULTHANDLER), _log([], 10)],
+)
+def test_tail_marks_agree_with_the_tail_the_pass_reads(tmp_path: Path, text: str) -> None:
+    p = tmp_path / "rank-0.log"
+    p.write_text(text)
+    data = p.read_bytes()
+    lines = data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
+    tail = analyse._read_tail(p, lines)
+    want = analyse.TailMarks(tail is not None, tail is not None and any(w in tail[1] for w in WORDS))
+    assert analyse.tail_marks(p, lines, len(data)) == want
+    if lines:  # (no lines: no tail, whatever the file holds now)
+        assert analyse.tail_marks(p, lines, len(data) + 1) is None  # not the file that was scanned
 
 
 def test_an_empty_word_is_refused() -> None:

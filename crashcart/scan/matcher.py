@@ -188,10 +188,11 @@ class Literals:
         self._local = threading.local()
         self._hyperscan = hyperscan_available() if use_hyperscan is None else use_hyperscan
 
-    def found(self, buf: bytes) -> frozenset[bytes]:
+    def found(self, buf: Buffer) -> frozenset[bytes]:
         """The words that occur in ``buf``."""
         if not self._hyperscan or not self.words or not len(buf):
-            return frozenset(w for w in self.words if w in buf)
+            data = buf if isinstance(buf, bytes) else bytes(buf)
+            return frozenset(w for w in self.words if w in data)
         db, scratch = self._compiled()
         ids: set[int] = set()
 

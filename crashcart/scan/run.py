@@ -415,7 +415,8 @@ class ScanPool:
         files and while the page cache holds its end, not by one thread once the whole bundle is scanned."""
         if fs.error is None and fs.nbytes > hang_analyse.MAX_LOG_READ:
             with contextlib.suppress(OSError):  # read again (and reported) by the hang-evidence pass
-                self.tail_marks[fs.path] = hang_analyse.tail_marks(physical, fs.lines)
+                if (got := hang_analyse.tail_marks(physical, fs.lines, fs.nbytes)) is not None:
+                    self.tail_marks[fs.path] = got
 
     def _trimmed(self, fs: FileScan) -> FileScan:
         """Past ``FINDINGS_BUDGET`` files, ``fs`` holding only what that many files itemise (``trim``): more

@@ -174,11 +174,27 @@ class TailMarks:
     marked: bool
 
 
-def tail_marks(phys: Path, lines: int) -> TailMarks:
-    """``TailMarks`` of a log of ``lines`` lines (as scanned); run by the scan's threads right after each large
-    file, while the page cache holds its end, so that the pass over the bundle need not read unmarked tails."""
-    tail = _read_tail(phys, lines)
-    return TailMarks(tail is not None, tail is not None and bool(_MARKS.found(tail[1])))
+def tail_marks(phys: Path, lines: int, nbytes: int) -> TailMarks | None:
+    """``TailMarks`` of a log of ``lines`` lines and ``nbytes`` bytes (as scanned); None when the file is no longer
+    that size (the pass reads it as before). Run by the scan's threads right after each large file, while the page
+    cache holds its end, so that the pass over the bundle need not read unmarked tails. The tail ``_read_tail``
+    would give is looked at through a view and its lines are not counted: a suffix of the file the scan counted
+    ``lines`` in never holds more, so only an empty tail has none (microseconds holding the GIL, not milliseconds)."""
+    if not lines:
+        return TailMarks(present=False, marked=False)
+    with phys.open("rb") as fh:
+        size = fh.seek(0, 2)
+        if size != nbytes:
+            return None
+        fh.seek(max(size - TAIL_BYTES, 0))
+        data = fh.read()
+    start = 0
+    if size > TAIL_BYTES:
+        start = data.find(b"\n") + 1  # from the first whole line on; none: no tail
+    view = memoryview(data)[start:] if start or size <= TAIL_BYTES else memoryview(b"")
+    if not len(view):
+        return TailMarks(present=False, marked=False)
+    return TailMarks(present=True, marked=bool(_MARKS.found(view)))
 
 
 def _tail(bundle: Bundle, path: str, phys: Path) -> tuple[int, bytes] | None:
