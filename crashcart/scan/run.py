@@ -134,9 +134,22 @@ def scan(
     built: dict[str, Built] = {}
     done = 0  # files of ``ordered`` whose findings are in ``result``: a prefix, numbered as in path order
 
+    held: list[FileScan] = []
+
     def found(fs: FileScan) -> None:
-        """A file's scan is in: its findings are built now, numbered on their own, while the other files are still
-        being scanned; they join ``result`` (renumbered) in path order, as soon as every file before is in."""
+        """A file's scan is in. Once no file waits for a scan thread, the scans in are built (numbered on their
+        own unless every file before them in path order has joined) while the last files are scanned: building
+        earlier took the GIL from the scans (on (b) their hyperscan callbacks waited for it, and the scan ran
+        longer than the building saved)."""
+        held.append(fs)
+        if pool is not None and pool.waiting():
+            return
+        for got in sorted(held, key=lambda f: f.path):
+            take(got)
+        held.clear()
+
+    def take(fs: FileScan) -> None:
+        """Findings for ``fs``; they join ``result`` (renumbered) in path order, once every file before is in."""
         nonlocal done
         if not caps:
             offered = max(len(targets), pool.offered if pool is not None else 0)  # as the pool counted them (``trim``)
@@ -159,6 +172,8 @@ def scan(
             found(fs)
     else:
         scan_files(jobs, settings, bundle.limits.max_line_bytes, total, progress, pool, then=found)
+    for fs in sorted(held, key=lambda f: f.path):
+        take(fs)
     for bf in ordered[done:]:  # held back behind a file that never came (``ScanPool.results`` gave it out before)
         got = built.pop(bf.path, None)
         if got is not None:
@@ -361,6 +376,11 @@ class ScanPool:
             with self._waiting_lock:
                 heapq.heappush(self._waiting, (0 if small else 1, next(self._order), physical, path, fut))
             self._threads.submit(self._next)
+
+    def waiting(self) -> bool:
+        """Whether a file submitted waits for a thread (all started: the threads are about to fall idle)."""
+        with self._waiting_lock:
+            return bool(self._waiting)
 
     def results(self, jobs: list[tuple[Path, str]]) -> Iterator[FileScan]:
         """The scans of ``jobs`` (physical, path) as they complete; those not submitted yet are, in order.
