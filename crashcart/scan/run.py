@@ -141,6 +141,9 @@ def scan(
         own unless every file before them in path order has joined) while the last files are scanned: building
         earlier took the GIL from the scans (on (b) their hyperscan callbacks waited for it, and the scan ran
         longer than the building saved)."""
+        if fs.path not in by_path:  # not a file of this bundle's (a scanner elsewhere answered more): kept as it came
+            scans[fs.path] = fs
+            return
         held.append(fs)
         if pool is not None and pool.waiting():
             return
