@@ -9,8 +9,8 @@ Each oracle is the plain computation the shortcut replaces:
 - ``topology.nccl_prefix`` and ``launcher_rank`` skip lines without the words their patterns hold;
 - ``causal.teardown_aborts`` reads what the rest of the bundle says only when a failure summary holds an error;
   ``causal.versions`` reads every version key in one pass; ``adjust.specific_lines`` asks about aborts only when
-  a line is near; ``throughput.points`` reads only its signature's measures; ``explain._evidence_of`` finds the
-  cited ids as an index of every line would;
+  a line is near; ``throughput.points`` reads only its signature's measures; ``explain._support`` asks whether a
+  line names the culprit only while that is needed, and only of lines of its rank or a cited file;
 - ``reading`` works out the progress and benign signatures once per catalogue.
 """
 
@@ -25,10 +25,11 @@ from hypothesis import strategies as st
 
 from crashcart.catalogue import load_catalogue
 from crashcart.locate import topology
-from crashcart.models import Evidence, Finding
+from crashcart.models import Culprit, Evidence, Finding
 from crashcart.reduce import adjust, causal, explain, throughput
 from crashcart.report import reading
 from crashcart.text import mask, prefix
+from crashcart.verify import gpu_named, node_named, rank_named
 
 # --- masking ---------------------------------------------------------------------------------------
 
@@ -358,13 +359,77 @@ def test_progress_and_benign_signatures_once_per_catalogue() -> None:
     )
 
 
-@given(findings(), st.lists(st.sampled_from([f"E{i:05d}" for i in range(40)]), max_size=8))
-def test_cited_evidence_as_an_index_of_every_line_gives_it(fs: list[Finding], ids: list[str]) -> None:
-    again = [
-        f.model_copy(update={"evidence": [e.model_copy(update={"text": "re-read"}) for e in f.evidence]}) for f in fs
-    ]
-    lead = again[:3]  # a candidate's own copies of some findings: the same ids, other objects
-    index = {ev.id: ev for f in [*lead, *fs] for ev in f.evidence}
-    got = explain._evidence_of(ids, lead, fs)
-    assert got == {i: index[i] for i in ids if i in index}
-    assert all(got[i] is index[i] for i in got)
+def plain_support(culprit: Culprit, findings: list[Finding], cited: list[Evidence]) -> list[str]:
+    """``explain._support`` before it asked each naming test only while needed, and of related lines only."""
+    out: list[str] = []
+    texts = [(e.file, e.text) for e in cited]
+    need_rank = culprit.rank is not None and not any(rank_named(culprit.rank, f, t) for f, t in texts)
+    need_node = culprit.node is not None and not any(node_named(culprit.node, f, t) for f, t in texts)
+    need_gpu = culprit.gpu is not None and not any(gpu_named(culprit.gpu, t) for _, t in texts)
+    files = {e.file for e in cited}
+    for f in findings:
+        if not (need_rank or need_node or need_gpu):
+            break
+        if f.role != "context" and not (need_node and f.node == culprit.node):
+            continue
+        ev = f.evidence[0]
+        names_rank = (
+            f.role == "context"
+            and culprit.rank is not None
+            and f.rank == culprit.rank
+            and rank_named(culprit.rank, ev.file, ev.text)
+        )
+        names_node = culprit.node is not None and node_named(culprit.node, ev.file, ev.text)
+        names_gpu = culprit.gpu is not None and gpu_named(culprit.gpu, ev.text)
+        useful = (need_rank and names_rank) or (need_node and names_node) or (need_gpu and names_gpu)
+        related = (f.rank == culprit.rank and culprit.rank is not None) or ev.file in files
+        if useful and related:
+            out.append(ev.id)
+            need_rank = need_rank and not names_rank
+            need_node = need_node and not names_node
+            need_gpu = need_gpu and not names_gpu
+    return out
+
+
+# NCCL's init line names host, rank and bus id (src/init.cc "%s:%d:%d [%d] NCCL INFO comm %p rank %d nRanks %d
+# nNodes %d localRanks %d localRank %d MNNVL %d", "Init COMPLETE"; busId from "ncclCommInitRank ... busId 3b000")
+NAMING = [
+    "n1:4242:4301 [0] NCCL INFO comm 0x55d0 rank 1 nRanks 4 nNodes 2 localRanks 2 localRank 1 - Init COMPLETE",
+    "n2:4243:4302 [1] NCCL INFO ncclCommInitRank comm 0x55d1 rank 2 nranks 4 cudaDev 1 busId 3b000 - Init START",
+    "[rank1]: RuntimeError: CUDA error on n1 GPU 0000:3b:00",
+    "nothing here",
+]
+
+
+@hsettings(max_examples=200, deadline=None)
+@given(
+    findings(),
+    st.builds(
+        Culprit,
+        node=st.sampled_from([None, "n1", "n2"]),
+        rank=st.sampled_from([None, 1, 2]),
+        gpu=st.sampled_from([None, "0000:3b:00"]),
+    ),
+    st.lists(st.sampled_from(NAMING), max_size=len(KINDS)),
+    st.integers(0, 3),
+)
+def test_support_lines_as_before(fs: list[Finding], culprit: Culprit, texts: list[str], cited_n: int) -> None:
+    fs = [
+        f.model_copy(update={"evidence": [f.evidence[0].model_copy(update={"text": t})]})
+        for f, t in zip(fs, texts, strict=False)
+    ] + fs
+    init = Finding(
+        id="F99999",
+        class_id="unknown",
+        signature="nccl.comm_init",
+        role="context",
+        severity="info",
+        summary="init",
+        rank=1,
+        node="n1",
+        evidence=[Evidence(id="E99999", file="a.log", line=1, text=NAMING[0])],
+    )
+    fs = [*fs, init]
+    cited = [f.evidence[0] for f in fs[:cited_n]]
+    c = causal.Candidate("unknown", fs[:1], [])
+    assert explain._support(culprit, c, fs, cited) == plain_support(culprit, fs, cited)

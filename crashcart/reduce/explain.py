@@ -79,17 +79,18 @@ def _support(culprit: Culprit, c: Candidate, findings: list[Finding], cited: lis
         if f.role != "context" and not (need_node and f.node == culprit.node):
             continue  # any line of the node may name it (srun's "<host>: task 0: Exited"); ranks come from context
         ev = f.evidence[0]
-        names_rank = (
-            f.role == "context"
+        if not ((f.rank == culprit.rank and culprit.rank is not None) or ev.file in files):
+            continue  # a line ties the culprit only from its rank or a cited file
+        names_rank = (  # each asked only while it is needed
+            need_rank
+            and f.role == "context"
             and culprit.rank is not None
             and f.rank == culprit.rank
             and rank_named(culprit.rank, ev.file, ev.text)
         )
-        names_node = culprit.node is not None and node_named(culprit.node, ev.file, ev.text)
-        names_gpu = culprit.gpu is not None and gpu_named(culprit.gpu, ev.text)
-        useful = (need_rank and names_rank) or (need_node and names_node) or (need_gpu and names_gpu)
-        related = (f.rank == culprit.rank and culprit.rank is not None) or ev.file in files
-        if useful and related:
+        names_node = need_node and culprit.node is not None and node_named(culprit.node, ev.file, ev.text)
+        names_gpu = need_gpu and culprit.gpu is not None and gpu_named(culprit.gpu, ev.text)
+        if names_rank or names_node or names_gpu:
             out.append(ev.id)
             need_rank = need_rank and not names_rank
             need_node = need_node and not names_node
@@ -156,7 +157,7 @@ def _compose(
     root_ids += [f.evidence[0].id for f in root.findings if "_smell" in f.fields][:2]  # the configuration behind it
     if root.inferred:  # each place the ranks were is its own evidence: its traceback
         root_ids += [ev.id for f in root.findings[:3] for ev in f.evidence if ev.id not in root_ids]
-    registry = _evidence_of(root_ids, root.findings, findings)
+    registry = {ev.id: ev for f in [*root.findings, *findings] for ev in f.evidence}
     cited = [registry[i] for i in root_ids if i in registry]
     root_ids += [i for i in _support(culprit, root, findings, cited) if i not in root_ids]
     explained_nodes = root.nodes | ({culprit.node} if culprit.node else set())
@@ -184,7 +185,7 @@ def _compose(
         root.reasons.append(suspect[0])
         root_ids += [ev.id for ev in suspect[1] if ev.id not in root_ids]
     conf = _confidence(root, others, pic, culprit)
-    root_ids = _distinct(root_ids, _evidence_of(root_ids, root.findings, findings))
+    root_ids = _distinct(root_ids, registry)
     return Diagnosis(
         root_class=root.class_id,
         summary=_summary(root, culprit),
@@ -198,19 +199,6 @@ def _compose(
         timeline=_timeline(root, groups),
         reasoning=[*root.reasons, *(f"against: {p}" for p in root.penalties), *pic.notes],
     )
-
-
-def _evidence_of(ids: list[str], *lists: list[Finding]) -> dict[str, Evidence]:
-    """The evidence of ``ids`` among the findings of ``lists``, by id: what an index of every line would give
-    for them (the last of two that share an id), without building one."""
-    want = set(ids)
-    out: dict[str, Evidence] = {}
-    for fs in lists:
-        for f in fs:
-            for ev in f.evidence:
-                if ev.id in want:
-                    out[ev.id] = ev
-    return out
 
 
 def _distinct(ids: list[str], registry: dict[str, Evidence]) -> list[str]:
@@ -252,7 +240,7 @@ def _unknown(
     root_ids = [clue] if clue else []
     if cands and (len(cands[0].nodes) == 1 or (not cands[0].nodes and len(cands[0].ranks) == 1)):
         culprit = _culprit(cands[0], topo, findings)  # where it happened is known even when why is not
-        registry = _evidence_of(root_ids, findings)
+        registry = {ev.id: ev for f in findings for ev in f.evidence}
         cited = [registry[i] for i in root_ids if i in registry]
         root_ids += [i for i in _support(culprit, cands[0], findings, cited) if i not in root_ids]
     return Diagnosis(
