@@ -117,15 +117,19 @@ def unowned_bar(findings: list[Finding], waiting: list[Finding]) -> Finding | No
     bar = work_bar(best.evidence[0], findings) if best is not None else None
     if best is None or bar is None or _EVAL_LOOP.search(bar[0]) is None:
         return None  # the last bar before the timeouts finished, counts training steps, or is no evaluation loop
-    ev = best.evidence[0]
-    after = any(
+    return None if stepped_after(best.evidence[0], findings, first_wait) else best
+
+
+def stepped_after(ev: Evidence, findings: list[Finding], first_wait: dict[str, int]) -> bool:
+    """A step or a finished step was printed between ``ev`` and the first wait of its file: the work it
+    announced ended before the others waited."""
+    return any(
         f.rank is None
         and (f.signature in STEP_SIGNATURES or f.signature == "progress.step_done")
         and f.evidence[0].file == ev.file
         and ev.line < f.evidence[0].line < first_wait[ev.file]
         for f in findings
     )
-    return None if after else best
 
 
 def work_bar(ev: Evidence, findings: list[Finding]) -> tuple[str, float, int] | None:

@@ -25,7 +25,7 @@ from collections.abc import Iterable
 from datetime import datetime, timedelta
 
 from crashcart.models import Evidence, Finding, RankLast, Topology
-from crashcart.reduce.bars import ANNOUNCING, STEP_SIGNATURES, bar_step, long_bars, unowned_bar, work_bar
+from crashcart.reduce.bars import ANNOUNCING, STEP_SIGNATURES, bar_step, long_bars, stepped_after, unowned_bar, work_bar
 from crashcart.reduce.bars import bar_of as bar_of  # re-exported: the bar readers live there
 from crashcart.reduce.bars import is_work as is_work
 from crashcart.reduce.causal import Candidate
@@ -225,15 +225,7 @@ def unowned_announcement(findings: list[Finding], waiting: list[Finding]) -> Fin
             best = f
     if best is None:
         return None
-    ev = best.evidence[0]
-    after = any(
-        f.rank is None
-        and (f.signature in STEP_SIGNATURES or f.signature == "progress.step_done")
-        and f.evidence[0].file == ev.file
-        and ev.line < f.evidence[0].line < first_wait[ev.file]
-        for f in findings
-    )
-    return None if after else best
+    return None if stepped_after(best.evidence[0], findings, first_wait) else best
 
 
 def last_line_finding(rank: int, rl: RankLast, topo: Topology, class_id: str = HANG) -> Finding | None:
