@@ -75,6 +75,35 @@ def calibrate(root: Candidate, conf: float) -> float:
     return conf
 
 
+WEAK_PENALTY = 10.0
+
+
+def stopped_by_an_error(cands: list[Candidate]) -> None:
+    """A stop without a reason (``WEAK_ROOT_SIGNATURES``) loses to an error printed before it (issue 14, capability
+    4): Slurm cancels a step whose task failed ("srun: error: <node>: task 4: Out Of Memory", "srun: Terminating job
+    step", then "*** STEP <id> ON <node> CANCELLED AT <time> ***"), so the cancel says the job stopped and the
+    error says why. Before it: by the clocks, or earlier in the same file where a line has none."""
+    for weak in cands:
+        if not weak.findings or not all(f.signature in WEAK_ROOT_SIGNATURES for f in weak.findings):
+            continue
+        w = weak.first
+        for c in cands:
+            if (
+                c is weak
+                or c.generic
+                or c.score < weak.score
+                or any(f.signature in WEAK_ROOT_SIGNATURES for f in c.findings)
+            ):
+                continue
+            f = c.first
+            timed = f.time is not None and w.time is not None and f.time <= w.time
+            same_file = f.evidence[0].file == w.evidence[0].file and f.evidence[0].line < w.evidence[0].line
+            if timed or (f.time is None and same_file):
+                weak.score -= WEAK_PENALTY
+                weak.penalties.append(f"a stop without a reason, after {c.class_id} (its cause)")
+                break
+
+
 FRAME_SIGNATURES = frozenset({"native.frame0"})  # a native crash's innermost frame (context)
 NATIVE = "native_crash_segfault_abort"
 SPECIFIC_BEFORE = 10  # lines: a bind error's errno line is printed just before c10d's "failed to listen"

@@ -16,7 +16,7 @@ from crashcart.models import (
     RankLast,
     Topology,
 )
-from crashcart.reduce.adjust import hardware_first
+from crashcart.reduce.adjust import hardware_first, stopped_by_an_error
 from crashcart.reduce.causal import (
     WATCHDOG_CLASSES,
     Candidate,
@@ -96,6 +96,7 @@ def _decide(groups: list[Group], findings: list[Finding], topo: Topology, last: 
     stale_gpu_memory(cands, findings)  # a stopped process holding GPU memory (reduce/host.py)
     add_file_candidates(cands, findings, topo)  # Flight Recorder, stack dumps, RAS (hang_files)
     hardware_first(cands)
+    stopped_by_an_error(cands)  # a reasonless cancel after a failing task is the stop, not the cause
     switch_endpoint(cands, findings)  # an NVSwitch fault one GPU reports its side of (reduce/host.py)
     host_suspects(cands, findings, topo)  # several programs failing on one host point at the host
     named_nodes(cands)  # a memory killer's line names its node by address (reduce/memory.py)
