@@ -538,3 +538,42 @@ HANG_CASES: list[Case] = [
     ),
 ]
 CASES += HANG_CASES
+
+# Software faults whose only words are PyTorch's own: DDP's reducer and autograd's anomaly mode.
+CASES += [
+    Case(
+        id="ddp-unused-param-rank2",
+        fault="ddp_unused_parameter",
+        cls="python_exception_rank_crash",
+        injected="from step 35, rank 2 (node 1, local rank 0) skips the model's auxiliary head (a rank-conditional "
+        "code path); DDP was built without find_unused_parameters, so rank 2's reducer never finishes the step and "
+        "its next forward raises",
+        culprit=2,
+        layout="log-dir",
+        nodes=2,
+        train=("--fault", "unused_param", "--fault-rank", "2", *SHORT_PG),
+        root=(
+            Find(r"^RuntimeError: Expected to have finished reduction in the prior iteration", rank=2),
+            Find(r"^Parameter indices which did not receive grad for rank 2:", rank=2, optional=True),
+        ),
+        symptoms=(Find(PEER_GONE, optional=True), Find(GLOO_TIMEOUT, optional=True)),
+        symptom_classes=("nccl_remote_peer_failure", "nccl_watchdog_timeout", "torchelastic_childfailed_summary"),
+        what="DDP's 'Expected to have finished reduction in the prior iteration' on rank 2, which stopped using "
+        "a parameter; its peers lose the connection.",
+    ),
+    Case(
+        id="anomaly-nan-grad-rank1",
+        fault="nan_gradient",
+        cls="nan_inf_loss_or_grad",
+        injected="torch.autograd.set_detect_anomaly(True) on every rank; at step 35 rank 1 adds a hand-written L2 "
+        "distance (sqrt of a sum of squares) that is exactly 0, so its backward computes 0 * inf: anomaly mode "
+        "raises in PowBackward0",
+        culprit=1,
+        layout="tee",
+        train=("--fault", "nan_grad", "--detect-anomaly", *SHORT_PG),
+        root=(Find(r"^RuntimeError: Function '\w+' returned nan values in its \d+th output\.$", rank=1),),
+        symptoms=(Find(PEER_GONE, optional=True), Find(GLOO_TIMEOUT, optional=True)),
+        symptom_classes=("nccl_remote_peer_failure", "nccl_watchdog_timeout", "torchelastic_childfailed_summary"),
+        what="Autograd's anomaly mode on rank 1: 'Function 'PowBackward0' returned nan values in its 0th output'.",
+    ),
+]

@@ -176,9 +176,10 @@ DATA_FAULTS = {
     "worker_killed": "kill_worker",
     "worker_raise": "worker_raise",
 }
-# A fault in a later part of the step: the metrics all_reduce. (A full disk, a signal from outside, a held port or a
-# cgroup limit come from the generator's hooks; the job itself then runs with ``--fault none``.)
-OTHER_FAULTS = {"mismatch", "none"}
+# Faults in a later part of the step: the metrics all_reduce (mismatch), a regulariser whose backward is 0 * inf
+# (nan_grad), an auxiliary head this rank stops using (unused_param). (A full disk, a signal from outside, a held port
+# or a cgroup limit come from the generator's hooks; the job itself then runs with ``--fault none``.)
+OTHER_FAULTS = {"mismatch", "nan_grad", "unused_param", "none"}
 FAULTS = sorted([*STEP_FAULTS, *DATA_FAULTS, *OTHER_FAULTS])
 
 
@@ -247,6 +248,42 @@ def reduce_metrics(run: Run, loss_sum: float, count: int, step: int) -> float:
     return float(buf[0] / buf[1])
 
 
+class WithAuxHead(nn.Module):
+    """The MLP plus an auxiliary head whose output is added to the logits, when the step uses it."""
+
+    def __init__(self, features: int, hidden: int, classes: int) -> None:
+        super().__init__()
+        self.body = nn.Sequential(nn.Linear(features, hidden), nn.GELU(), nn.Linear(hidden, classes))
+        self.aux = nn.Linear(features, classes)
+
+    def forward(self, x: torch.Tensor, use_aux: bool = True) -> torch.Tensor:
+        out = self.body(x)
+        return out + 0.1 * self.aux(x) if use_aux else out
+
+
+def make_model(args: argparse.Namespace) -> nn.Module:
+    if args.fault == "unused_param":
+        return WithAuxHead(args.features, args.hidden, args.classes)
+    return nn.Sequential(nn.Linear(args.features, args.hidden), nn.GELU(), nn.Linear(args.hidden, args.classes))
+
+
+def forward(run: Run, ddp: nn.Module, features: torch.Tensor, step: int) -> torch.Tensor:
+    faulty = run.rank == run.args.fault_rank and step >= run.args.fault_step
+    if run.args.fault == "unused_param":
+        # this rank skips the auxiliary head from the fault step on (a rank-conditional code path); DDP was not
+        # told about unused parameters, so its reducer never finishes the step
+        return ddp(features, use_aux=not faulty)
+    return ddp(features)
+
+
+def regulariser(run: Run, logits: torch.Tensor, step: int) -> torch.Tensor | None:
+    if run.args.fault == "nan_grad" and run.rank == run.args.fault_rank and step == run.args.fault_step:
+        # a hand-written L2 distance to a detached copy of itself: its value is 0, and the gradient of sqrt at 0 is
+        # infinite, so the square's backward multiplies 0 by inf
+        return 1e-3 * torch.sqrt(((logits - logits.detach()) ** 2).sum())
+    return None
+
+
 def average_gradients(run: Run, model: nn.Module) -> None:
     for p in model.parameters():
         if p.grad is not None:
@@ -273,7 +310,7 @@ def train(run: Run) -> None:
     args = run.args
     torch.manual_seed(args.seed + run.rank)
     loader, sampler = make_loader(run, DATA_FAULTS.get(args.fault))
-    model = nn.Sequential(nn.Linear(args.features, args.hidden), nn.GELU(), nn.Linear(args.hidden, args.classes))
+    model = make_model(args)
     # DDP buckets and all-reduces the gradients; "manual" averages them with one all_reduce per parameter
     ddp = DistributedDataParallel(model) if args.grad_sync == "ddp" else model
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr)
@@ -298,8 +335,11 @@ def train(run: Run) -> None:
                 STEP_FAULTS[args.fault](run)
             if tp_group is not None:  # the tensor-parallel part of the step: its own collective in its own group
                 dist.all_reduce(torch.ones(8), group=tp_group)
-            logits = ddp(batch["features"])
+            logits = forward(run, ddp, batch["features"], step)
             loss = F.cross_entropy(logits, batch["label"])
+            extra = regulariser(run, logits, step)
+            if extra is not None:
+                loss = loss + extra
             value = loss.item()
             if not math.isfinite(value):
                 run.log(f"Loss is {value}, stopping training")
@@ -366,6 +406,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         default=0.0,
         help="the fault rank sleeps this long more each step from the fault step on (a rank that gets slower)",
     )
+    p.add_argument("--detect-anomaly", action="store_true", help="torch.autograd.set_detect_anomaly(True)")
     p.add_argument("--no-record", action="store_true", help="do not wrap the entry point in torchelastic's @record")
     p.add_argument("--marker-dir", default="", help="where each rank writes its pid and step (for outside signals)")
     return p.parse_args(argv)
@@ -376,6 +417,8 @@ def run_job(args: argparse.Namespace) -> None:
         import faulthandler
 
         faulthandler.register(signal.SIGUSR1, all_threads=True)
+    if args.detect_anomaly:
+        torch.autograd.set_detect_anomaly(True)
     dist.init_process_group("gloo", timeout=timedelta(seconds=args.pg_timeout))
     run = Run(args, dist.get_rank(), dist.get_world_size(), time.monotonic())
     run.log(f"rank {run.rank}/{run.world} pid {os.getpid()} torch {torch.__version__} backend gloo")
