@@ -121,9 +121,10 @@ def test_the_engine_never_reads_labels(settings: Settings, tmp_path: Path) -> No
 # Floors: what `crashcart eval incidents/real incidents/torch` measured (README "Accuracy"). Raise them when
 # the engine gets better; never lower them to make a change pass.
 FLOORS = {  # first contact 2026-12-01: real class 0.5738, torch 0.4737 (19 cases then)
-    # real lowered to the measured values after 9 new cases were added at first contact on 2026-12-02 (70 cases)
-    "real": {"class_accuracy": 0.9143, "culprit_accuracy": 0.9714, "line_hit_rate": 0.8857, "citation_validity": 1.0},
-    "torch": {"class_accuracy": 0.96, "culprit_accuracy": 0.96, "line_hit_rate": 1.0, "citation_validity": 1.0},
+    # real lowered to the measured values after 9 new cases were added at first contact on 2026-12-02 (70 cases),
+    # and again after 14 more at first contact the same day (84 cases; torch 27 with 2 new ones)
+    "real": {"class_accuracy": 0.9048, "culprit_accuracy": 0.9881, "line_hit_rate": 0.9048, "citation_validity": 1.0},
+    "torch": {"class_accuracy": 0.963, "culprit_accuracy": 0.963, "line_hit_rate": 1.0, "citation_validity": 1.0},
 }
 
 
