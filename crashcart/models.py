@@ -159,6 +159,11 @@ class Culprit(_Frozen):
     gpu: str | None = None
 
 
+# Root classes that stop the whole job by policy (a time limit, preemption, a cancel, a closed terminal): no node,
+# rank or GPU is at fault, so none is named as the culprit (the node a Slurm line names is where the step ran).
+WHOLE_JOB_STOPS = frozenset({"scheduler_preemption_or_timelimit"})
+
+
 class Hypothesis(_Frozen):
     class_id: str
     score: float

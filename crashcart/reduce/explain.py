@@ -8,6 +8,7 @@ from datetime import datetime
 
 from crashcart.catalogue import load_catalogue
 from crashcart.models import (
+    WHOLE_JOB_STOPS,
     Claim,
     Culprit,
     Diagnosis,
@@ -137,7 +138,7 @@ def _compose(
             (f for f in root.findings if f.rank == r), key=lambda f: (f.evidence[0].file, f.evidence[0].line)
         )
         root.reasons.append(f"rank {r} {pic.suspects[r]}")
-    culprit = _culprit(root, topo, findings)
+    culprit = Culprit() if root.class_id in WHOLE_JOB_STOPS else _culprit(root, topo, findings)
     first = root.first
     root_ids = [ev.id for ev in first.evidence]
     near = [

@@ -12,7 +12,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from crashcart.models import DiagnosisDocument, DocCitation, DocSymptom
+from crashcart.models import WHOLE_JOB_STOPS, DiagnosisDocument, DocCitation, DocSymptom
 from crashcart.report.document import llm_summary
 from crashcart.report.reading import NOT_A_FAILURE, NOTHING_FOUND, nothing_found, plain_summary
 from crashcart.report.words import ROOT_UNKNOWN, class_title, clip, reasons, severity_words, titles_for_ids
@@ -113,7 +113,8 @@ def _root(doc: DiagnosisDocument, console: Console) -> None:
     where = [f"node {cul.node}" if cul.node else "", f"rank {cul.rank}" if cul.rank is not None else ""]
     where.append(f"GPU {cul.gpu}" if cul.gpu else "")
     if known or any(where):
-        facts.add_row("culprit" if known else "where", ", ".join(x for x in where if x) or "not established")
+        none = "none: a policy stopped the whole job" if rc.class_ in WHOLE_JOB_STOPS else "not established"
+        facts.add_row("culprit" if known else "where", ", ".join(x for x in where if x) or none)
     if known:
         when = _when(doc.impact.fault) if doc.impact.fault else "unknown (its line has no clock of its own)"
         if doc.impact.fault and rc.time_source != "line":
