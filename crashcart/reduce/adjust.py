@@ -59,18 +59,23 @@ def hardware_first(cands: list[Candidate]) -> None:
 WEAK_ROOT_SIGNATURES = frozenset({"torchrun.death_signal", "slurm.cancelled", "slurm.step_abort_teardown"})
 WEAK_CAP = 0.6
 SYMPTOM_CAP = 0.7
+# Signatures that take any message and give it a class by where it was printed (NCCL's "Cuda failure '%s'" for a
+# CUDA error string no more specific signature knows): the class is a guess, never shown as high confidence.
+CATCH_ALL_SIGNATURES = frozenset({"nccl.cuda_failure"})
 
 
 def calibrate(root: Candidate, conf: float) -> float:
     """Caps on confidence where the answer is an inference, not a line that states the cause.
 
     A symptom class as the root (a collective timeout, a lost peer: "a collective did not complete" says
-    nothing of why) and a stop signal without a reason are never shown as high confidence.
+    nothing of why), a stop signal without a reason and a catch-all's guess are never shown as high confidence.
     """
     info = load_catalogue().classes.get(root.class_id)
     if info is not None and info.default_role in {"cascade", "teardown"}:
         conf = min(conf, SYMPTOM_CAP)
     if root.findings and all(f.signature in WEAK_ROOT_SIGNATURES for f in root.findings):
+        conf = min(conf, WEAK_CAP)
+    if root.findings and all(f.signature in CATCH_ALL_SIGNATURES for f in root.findings):
         conf = min(conf, WEAK_CAP)
     return conf
 

@@ -1,0 +1,23 @@
+"""NCCL's "Cuda failure '%s'" with a CUDA error string no specific signature knows: a guessed class, never high."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from crashcart.settings import Settings
+from tests.kit import run_files
+
+
+def test_an_unrecognised_cuda_failure_is_not_high_confidence(tmp_path: Path, settings: Settings) -> None:
+    line = "gcn01:2336636:2336906 [0] enqueue.cc:58 NCCL WARN Cuda failure 'peer access is not supported between these two devices'"
+    rc = run_files(tmp_path / "b", {"nccl.log": line + "\n"}, settings).document.root_cause
+    assert rc.class_ == "cuda_kernel_fault"
+    assert rc.confidence <= 0.6
+
+
+def test_a_known_cuda_string_keeps_its_own_class_and_confidence(tmp_path: Path, settings: Settings) -> None:
+    # cudaErrorSymbolNotFound: the module holds no kernel for this GPU's architecture (a build problem)
+    line = "gcn01:2336636:2336906 [0] enqueue.cc:58 NCCL WARN Cuda failure 'named symbol not found'"
+    rc = run_files(tmp_path / "b", {"nccl.log": line + "\n"}, settings).document.root_cause
+    assert rc.class_ == "software_version_mismatch"
+    assert rc.confidence >= 0.8
