@@ -360,7 +360,7 @@ def readme(version: str) -> str:
         "",
         "```",
         "python3 -m venv /work/torchvenv && /work/torchvenv/bin/pip install torch==2.13.0 numpy",
-        "python scripts/make_torch_incidents.py                 # every case (the first 19 took 4.5 min on 2 idle cores, 8 busy)",
+        "python scripts/make_torch_incidents.py                 # every case (19 took 4.5 min on 2 idle cores)",
         "python scripts/make_torch_incidents.py --only hang-rank1",
         "python scripts/make_torch_incidents.py --check         # rerun all, compare the labels (same time)",
         "```",

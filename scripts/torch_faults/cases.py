@@ -21,6 +21,7 @@ from torch_faults.hooks import (
     Setup,
     dump_stacks,
     memory_cgroup,
+    old_checkpoint,
     other_job_on_port,
     private_tmpfs,
     signal_launcher,
@@ -575,5 +576,42 @@ CASES += [
         symptoms=(Find(PEER_GONE, optional=True), Find(GLOO_TIMEOUT, optional=True)),
         symptom_classes=("nccl_remote_peer_failure", "nccl_watchdog_timeout", "torchelastic_childfailed_summary"),
         what="Autograd's anomaly mode on rank 1: 'Function 'PowBackward0' returned nan values in its 0th output'.",
+    ),
+    Case(
+        id="resume-shape-mismatch",
+        fault="checkpoint_architecture_mismatch",
+        cls="python_exception_rank_crash",
+        injected="the job resumes from a checkpoint an earlier run wrote with --hidden 128 while this run builds "
+        "the model with --hidden 64: load_state_dict raises on every rank before the first step",
+        culprit=None,
+        layout="log-dir",
+        nproc=4,
+        train=("--resume-from", "checkpoints/step_000050.pt"),
+        setups=(old_checkpoint("checkpoints/step_000050.pt", 128),),
+        root=(
+            Find(r"^RuntimeError: Error\(s\) in loading state_dict for Sequential:$", rank=0),
+            Find(r"^\s+size mismatch for 0\.weight: copying a param with shape", rank=0, optional=True),
+        ),
+        symptoms=(Find(r"^RuntimeError: Error\(s\) in loading state_dict for Sequential:$", rank=3),),
+        symptom_classes=("torchelastic_childfailed_summary",),
+        notes="Every rank fails the same way at the same moment: no rank is the culprit.",
+        what="Resuming from a checkpoint of another model size: load_state_dict's size mismatch on all 4 ranks.",
+    ),
+    Case(
+        id="nofile-dataloader-rank1",
+        fault="file_descriptor_limit",
+        cls="dataloader_worker_failure",
+        injected="rank 1 runs with a soft RLIMIT_NOFILE of 24 (a node with a low `ulimit -n`) and 2 DataLoader "
+        "workers; receiving batches through file descriptors (the default sharing strategy) runs out of them",
+        culprit=1,
+        layout="console",
+        train=("--num-workers", "2", "--nofile", "24", *SHORT_PG),
+        root=(
+            Find(r"^RuntimeError: Too many open files\. Communication with the workers is no longer possible", rank=1),
+        ),
+        symptoms=(Find(PEER_GONE, optional=True), Find(GLOO_TIMEOUT, optional=True)),
+        symptom_classes=("nccl_remote_peer_failure", "nccl_watchdog_timeout", "torchelastic_childfailed_summary"),
+        what="A low `ulimit -n` on rank 1: the DataLoader's 'Too many open files. Communication with the workers is "
+        "no longer possible'.",
     ),
 ]

@@ -80,6 +80,26 @@ def other_job_on_port(job: Job) -> Iterator[None]:
         squatter.wait()
 
 
+def old_checkpoint(path: str, hidden: int) -> Setup:
+    """A checkpoint left by an earlier run of the same script with another ``--hidden``, written before the job
+    starts (by torch.save in the torch venv) at ``path`` under the work dir."""
+
+    @contextlib.contextmanager
+    def setup(job: Job) -> Iterator[None]:
+        target = job.work / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        code = (
+            "import sys, torch, torch.nn as nn; h = int(sys.argv[2]); "
+            "m = nn.Sequential(nn.Linear(32, h), nn.GELU(), nn.Linear(h, 10)); "
+            "torch.save({'step': 50, 'model': m.state_dict()}, sys.argv[1])"
+        )
+        subprocess.run([job.python, "-c", code, str(target), str(hidden)], check=True)
+        job.notes.append(f"{path} was written beforehand by a run with --hidden {hidden}")
+        yield
+
+    return setup
+
+
 def private_tmpfs(target: str, size: str) -> Setup:
     """Run the agents in a private mount namespace with a small tmpfs on ``target`` (absolute, or under the work
     dir). The host's mount of that path is never touched: the namespace and its tmpfs vanish with the job."""

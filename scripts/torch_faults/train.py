@@ -313,6 +313,10 @@ def train(run: Run) -> None:
     model = make_model(args)
     # DDP buckets and all-reduces the gradients; "manual" averages them with one all_reduce per parameter
     ddp = DistributedDataParallel(model) if args.grad_sync == "ddp" else model
+    if args.resume_from:
+        state = torch.load(args.resume_from, map_location="cpu", weights_only=True)
+        model.load_state_dict(state["model"])
+        run.log(f"resumed from {args.resume_from} (step {state['step']})")
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr)
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=args.steps)
     if run.rank == 0:
@@ -406,6 +410,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         default=0.0,
         help="the fault rank sleeps this long more each step from the fault step on (a rank that gets slower)",
     )
+    p.add_argument("--resume-from", default="", help="load the model's state from this checkpoint first")
+    p.add_argument("--nofile", type=int, default=0, help="the fault rank's RLIMIT_NOFILE soft limit (0: unchanged)")
     p.add_argument("--detect-anomaly", action="store_true", help="torch.autograd.set_detect_anomaly(True)")
     p.add_argument("--no-record", action="store_true", help="do not wrap the entry point in torchelastic's @record")
     p.add_argument("--marker-dir", default="", help="where each rank writes its pid and step (for outside signals)")
@@ -421,6 +427,10 @@ def run_job(args: argparse.Namespace) -> None:
         torch.autograd.set_detect_anomaly(True)
     dist.init_process_group("gloo", timeout=timedelta(seconds=args.pg_timeout))
     run = Run(args, dist.get_rank(), dist.get_world_size(), time.monotonic())
+    if args.nofile and run.rank == args.fault_rank:  # this rank's node has a low `ulimit -n`
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_NOFILE, (args.nofile, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
     run.log(f"rank {run.rank}/{run.world} pid {os.getpid()} torch {torch.__version__} backend gloo")
     try:
         train(run)
