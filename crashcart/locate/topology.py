@@ -21,9 +21,9 @@ _MAPPING = re.compile(r"'([A-Za-z0-9][\w.-]*)': \[([\d, ]*)\]")
 # NCCL src/debug.cc (ncclDebugLog, 2.x): WARN lines "\n%s:%d:%d [%d] %s:%d NCCL WARN " and INFO lines
 # "%s:%d:%d [%d] NCCL INFO " = hostname (cut at the first '.'), pid, tid, cudaDev; 2.26+ put "[%F %T] " first
 # (NCCL_DEBUG_TIMESTAMP_FORMAT, on WARN lines by default) and 2.30 "<file>:<line> (<function>) NCCL WARN ".
-_NCCL_PREFIX = re.compile(
+_NCCL_PREFIX = re.compile(  # NCCL 2.3+ "... NCCL WARN|INFO"; 2.0-2.2 "<file>:<line> WARN ..." and "INFO <file>:<line>"
     r"(?:^|[\s\]])(?P<host>[A-Za-z0-9][\w.-]*):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] "
-    r"(?:\S+:\d+ (?:\(\w+\) )?)?NCCL "
+    r"(?:(?:\S+:\d+ (?:\(\w+\) )?)?NCCL |[\w/.-]+\.(?:cc|cu|h):\d+ WARN |INFO [\w/.-]+\.(?:cc|cu|h):\d+ )"
 )
 _LOOPBACK = frozenset({"localhost", "127.0.0.1", "::1", "localhost.localdomain"})
 # Launcher prefixes that name a global rank: vLLM's worker processes "(VllmWorker rank=1 pid=2445156) "
@@ -56,8 +56,8 @@ _CRASH_EXIT = frozenset({"-6", "-11", "-7", "-4", "-8", "134", "139", "135"})
 
 def nccl_prefix(text: str) -> tuple[str, str, int] | None:
     """(host, pid, cudaDev) from NCCL's line prefix, after any launcher prefix; None when absent."""
-    if "NCCL " not in text and not text.startswith("{"):  # the pattern holds "NCCL " (a JSON record may escape it)
-        return None
+    if "NCCL " not in text and " WARN " not in text and "] INFO " not in text and not text.startswith("{"):
+        return None  # the pattern holds one of these (a JSON record may escape them)
     m = _NCCL_PREFIX.search(prefix.view(text).rest[:200])
     return (m.group("host"), m.group("pid"), int(m.group("dev"))) if m else None
 

@@ -77,6 +77,8 @@ def calibrate(root: Candidate, conf: float) -> float:
         conf = min(conf, WEAK_CAP)
     if root.findings and all(f.signature in CATCH_ALL_SIGNATURES for f in root.findings):
         conf = min(conf, WEAK_CAP)
+    if root.findings and all(f.signature in TRACE_ROOTS for f in root.findings):
+        conf = min(conf, SYMPTOM_CAP)  # where the error passed (communicator set-up), not what it was
     return conf
 
 
@@ -113,6 +115,7 @@ FRAME_SIGNATURES = frozenset({"native.frame0"})  # a native crash's innermost fr
 NATIVE = "native_crash_segfault_abort"
 SPECIFIC_BEFORE = 10  # lines: a bind error's errno line is printed just before c10d's "failed to listen"
 SPECIFIC_AFTER = 20  # lines: DataLoader's "Caught X in DataLoader worker" is followed by the original traceback
+TRACE_ROOTS = frozenset({"nccl.init_error_trace"})  # a root that only says where an error passed, not what it was
 
 
 def specific_lines(class_id: str, first: Finding, findings: list[Finding]) -> list[Evidence]:
@@ -121,6 +124,16 @@ def specific_lines(class_id: str, first: Finding, findings: list[Finding]) -> li
     then the worker's own "ValueError: corrupt record ..."), the errno line under a generic "failed to listen",
     a native crash's frame #0 after its signal line. Up to two, nearest first; never separators or re-prints."""
     ev0 = first.evidence[0]
+    if first.signature in TRACE_ROOTS:  # NCCLCHECK's trace follows the WARN that said what failed: cite that line
+        said = [
+            f
+            for f in findings
+            if f.evidence[0].file == ev0.file
+            and 0 < ev0.line - f.evidence[0].line <= SPECIFIC_BEFORE
+            and " WARN " in f.evidence[0].text
+        ]
+        if said:
+            return [max(said, key=lambda f: f.evidence[0].line).evidence[0]]
     near = [
         f
         for f in findings
