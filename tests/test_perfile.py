@@ -191,6 +191,21 @@ def test_trim_keeps_each_signatures_first_and_last(hits: list[tuple[int, bool]],
     assert fs.offsets == {h[1]: 10 * h[1] for h in fs.hits}
 
 
+@hsettings(max_examples=300, deadline=None)
+@given(HITS, st.lists(st.integers(0, 5), min_size=4, max_size=4), st.lists(st.integers(0, 3), min_size=4, max_size=4))
+def test_a_trim_of_a_trim_is_the_one_trim(hits: list[tuple[int, bool]], keep: list[int], more: list[int]) -> None:
+    """Why ``scan`` may trim again for the final count a scan the pool trimmed while fewer files were offered."""
+    once, twice = FileScan(path="r.log"), FileScan(path="r.log")
+    for fs in (once, twice):
+        for n, (sig, raw) in enumerate(hits, start=1):
+            fs.hits.append((sig, n, b"x" if raw else None))
+            fs.offsets[n] = 10 * n
+    trim(twice, [k + m for k, m in zip(keep, more, strict=True)])
+    trim(twice, keep)
+    trim(once, keep)
+    assert (twice.hits, twice.offsets, twice.dropped) == (once.hits, once.offsets, once.dropped)
+
+
 def test_more_files_never_itemise_more() -> None:
     """Why a scan trimmed while fewer files were offered holds all that the final count itemises."""
     last = itemised_per_file(1, 200)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from crashcart.ingest.bundle import open_bundle
-from crashcart.scan.run import SMALL_FIRST, ScanPool, open_scanning, scan
+from crashcart.scan.run import FINDINGS_BUDGET, SMALL_FIRST, ScanPool, open_scanning, scan
 from crashcart.settings import Settings
 
 # PyTorch ProcessGroupNCCL.cpp watchdog (torch 2.x) and the kernel's NVRM Xid line (nvidia driver, os-interface)
@@ -16,6 +16,13 @@ WATCHDOG = (
     "for 600012 milliseconds before timing out."
 )
 XID = "[Tue Dec  1 08:38:36 2026] NVRM: Xid (PCI:0000:2a:00): 79, pid=2104, GPU has fallen off the bus."
+# the same collective once more, as the watchdog thread's exception (torch 2.x ProcessGroupNCCL.cpp:1515) and the
+# ``what()`` of the c10::DistBackendError it terminates with: both match nccl.watchdog_thread_terminated too
+TERMINATED = (
+    "[rank{r}]:[E1201 08:48:38.223999 ProcessGroupNCCL.cpp:1515] [PG 1 Rank {r}] Process group watchdog thread "
+    "terminated with exception: "
+)
+WHAT = "  what():  [PG 1 Rank {r}] Process group watchdog thread terminated with exception: "
 STEP = "[2026-12-01 08:38:{s:02d}] iteration {i:>8d}/  250000 | consumed samples: {c:>12d} | lm loss: 3.18 |"
 
 
@@ -72,3 +79,30 @@ def test_closing_cancels_the_files_still_waiting(tmp_path: Path, settings: Setti
     pool.close()
     futures = list(pool._futures.values())
     assert all(f.done() for f in futures)  # scanned before the close, or cancelled: none left pending
+
+
+def test_findings_past_the_budget_do_not_depend_on_when_each_scan_completed(tmp_path: Path, settings: Settings) -> None:
+    """Past ``FINDINGS_BUDGET`` files the pool trims each scan for the files offered when it completed (the fewer,
+    the more it keeps) and a line may match a signature trimmed away and another that is not: the findings are
+    those of the final count's trim, whether a scan completed early, late, on a pool or without one (issue 16:
+    the watchdog count of bench (d) changed from run to run)."""
+    root = tmp_path / "b"
+    root.mkdir()
+    for r in range(FINDINGS_BUDGET + 32):
+        steps = [STEP.format(s=i % 60, i=i, c=512 * i) for i in range(20)]
+        dog = WATCHDOG.format(r=r)
+        lines = [*steps, dog, TERMINATED.format(r=r) + dog, "terminate called", WHAT.format(r=r) + dog]
+        (root / f"rank-{r}.log").write_text("\n".join(lines) + "\n")
+    few = settings.scan.model_copy(update={"max_findings_per_signature_per_file": 4})  # 1 line kept per end
+    runs = []
+    for workers in (1, 2):
+        each = few.model_copy(update={"workers": workers})
+        bundle, pool = open_scanning(root, settings.work_dir, settings.bundle_limits, each)
+        with bundle:
+            runs.append(scan(bundle, each, pool=pool))
+    with open_bundle(root, settings.work_dir, settings.bundle_limits) as bundle:
+        runs.append(scan(bundle, few.model_copy(update={"workers": 1})))  # no pool: no scan trimmed before
+    dumps = [[f.model_dump() for f in run.findings] for run in runs]
+    assert dumps[0] == dumps[1] == dumps[2]
+    assert runs[0].notes == runs[1].notes == runs[2].notes
+    assert {f.signature for f in runs[0].findings} >= {"nccl.watchdog_timeout", "nccl.watchdog_thread_terminated"}

@@ -157,6 +157,7 @@ def scan(
         if not caps:
             offered = max(len(targets), pool.offered if pool is not None else 0)  # as the pool counted them (``trim``)
             caps.append(itemised_per_file(offered, settings.max_findings_per_signature_per_file))
+        trim(fs, hit_limits(*caps[0]))  # as for the final count, however few were offered when it was trimmed
         while done < len(ordered) and ordered[done].path not in coming:
             done += 1
         if done < len(ordered) and ordered[done].path == fs.path:  # every file before it has joined: no renumbering
