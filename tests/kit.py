@@ -11,7 +11,6 @@ from pathlib import Path
 from crashcart.catalogue import load_catalogue
 from crashcart.models import Evidence, Finding
 from crashcart.pipeline import Outcome, diagnose
-from crashcart.scan.findings import BENIGN_WARNS
 from crashcart.settings import Settings
 
 _n = itertools.count(1)
@@ -49,21 +48,14 @@ def finding(
 
 
 def winner(text: str) -> tuple[str, str] | None:
-    """(signature id, class) of the highest-priority non-context signature matching ``text``; None also when the
-    best is the generic NCCL WARN and a benign-WARN context signature explains the line (as the scan does)."""
+    """(signature id, class) of the highest-priority non-context signature matching ``text``."""
     cat = load_catalogue()
     best = None
-    benign = False
     for i, s in enumerate(cat.signatures):
-        if not cat.regex(i).search(text):
-            continue
-        if s.role == "context":
-            benign = benign or s.id in BENIGN_WARNS
+        if s.role == "context" or not cat.regex(i).search(text):
             continue
         if best is None or s.priority > best.priority:
             best = s
-    if best is not None and best.id == "generic.nccl_warn" and benign:
-        return None
     return (best.id, best.class_id) if best is not None else None
 
 

@@ -26,9 +26,6 @@ _SUMMARY_FIELD = re.compile(r"^\s*(?P<key>time|host|rank|exitcode|error_file|tra
 _RANK_LOCAL = re.compile(r"(?P<rank>-?\d+)\s*\(local_rank:\s*(?P<local_rank>\d+)\)")
 _HOSTNAME = re.compile(r"[A-Za-z][A-Za-z0-9_.-]*")
 _EXIT_PID = re.compile(r"(?P<exitcode>-?\d+)\s*(?:\(pid:\s*(?P<pid>\d+)\))?")
-# Context signatures that say an NCCL WARN is benign (a setting adjusted, an optional plugin or feature skipped):
-# such a line is not also an unknown NCCL warning (generic.nccl_warn), so it is never a cause.
-BENIGN_WARNS = ("nccl.benign_warn", "nccl.plugin_not_found")
 
 
 @dataclass
@@ -100,15 +97,13 @@ def build_findings(
             continue  # a launch script (config) yields only the signatures that ask for config files
         per_line[line].append((sig, raw))
     chosen: list[tuple[int, int, bytes | None]] = []
-    benign = {cat.index[b] for b in BENIGN_WARNS if b in cat.index}
     for line in sorted(per_line):
         cands = per_line[line]
         ctx_hits = [c for c in cands if cat.signatures[c[0]].role == "context"]
         fail = [c for c in cands if cat.signatures[c[0]].role != "context"]
         if fail:
             best = max(fail, key=lambda c: (cat.signatures[c[0]].priority, -c[0]))
-            if not (cat.signatures[best[0]].id == "generic.nccl_warn" and any(c[0] in benign for c in ctx_hits)):
-                chosen.append((best[0], line, best[1]))
+            chosen.append((best[0], line, best[1]))
         chosen.extend((c[0], line, c[1]) for c in ctx_hits)
     context = {sig for sig, _, _ in chosen if cat.signatures[sig].role == "context"}
     chosen, dropped = _cap(chosen, cap, context, context_cap or CONTEXT_CAP)
