@@ -8,6 +8,7 @@ factors. Pure.
 
 from __future__ import annotations
 
+from crashcart.catalogue import load_catalogue
 from crashcart.models import Culprit, Diagnosis, Finding, TimelineEntry
 
 # What says a job completed (context signatures): torchrun's agent when every local worker exited 0
@@ -30,9 +31,18 @@ CHECKED = (
 
 
 def benign(f: Finding) -> bool:
-    """A line that healthy runs print: never a cause and never a contributing factor."""
+    """A line that healthy runs print: never a cause and never a contributing factor. Besides the plugin probe,
+    any line a context signature calls benign (e.g. nccl.benign_warn: a setting NCCL adjusted, a feature skipped)."""
     text = f.evidence[0].text
-    return f.severity == "info" and f.class_id == "unknown" and any(t in text for t in BENIGN_TEXT)
+    if f.severity != "info" or f.class_id != "unknown":
+        return False
+    if any(t in text for t in BENIGN_TEXT):
+        return True
+    cat = load_catalogue()
+    return any(
+        s.role == "context" and "(benign)" in s.summary and cat.extract(i, text) is not None
+        for i, s in enumerate(cat.signatures)
+    )
 
 
 def no_failure(findings: list[Finding]) -> Diagnosis | None:
