@@ -1,14 +1,16 @@
 """The data that flows between stages: every pydantic model that crosses a stage boundary.
 
-No logic lives here beyond field validation. Evidence is the spine: only CrashCart code creates it
-(ingest and scan), models may only point at it, and ``verify`` re-reads the bundle to check it.
+No logic lives here beyond field validation (and ``_Shared``'s memory layout). Evidence is the spine: only
+CrashCart code creates it (ingest and scan), models may only point at it, and ``verify`` re-reads the bundle to
+check it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -37,7 +39,39 @@ class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
-class Evidence(_Frozen):
+class _Shared(_Frozen):
+    """A frozen model made by the hundred thousand (findings, evidence): the set of the names its fields were
+    given by (pydantic's ``__pydantic_fields_set__``, one per instance: 728 bytes for a finding's 13, 216 for an
+    evidence's) is one set shared by every instance given the same names. Only a model's ``__setattr__`` adds to
+    that set, and a frozen model refuses it; ``model_copy`` copies the set before it adds an update's names, then
+    shares the result. At 10,000 rank files (220 k findings) about a fifth of the peak resident set."""
+
+    def model_post_init(self, context: Any, /) -> None:
+        _share_fields_set(self)
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
+        copied = super().model_copy(update=update, deep=deep)
+        _share_fields_set(copied)
+        return copied
+
+
+_FIELDS_SETS: dict[type, list[set[str]]] = {}  # per class: the distinct sets of field names given, shared
+
+
+def _share_fields_set(model: BaseModel) -> None:
+    own = model.__pydantic_fields_set__
+    known = _FIELDS_SETS.setdefault(type(model), [])
+    for shared in known:  # a class is given a few sets of names: a finding one or two, an evidence two to four
+        if shared is own:
+            return
+        if shared == own:
+            object.__setattr__(model, "__pydantic_fields_set__", shared)
+            return
+    if len(known) < 64:
+        known.append(own)
+
+
+class Evidence(_Shared):
     """One exact place in the bundle: ``file`` (POSIX, bundle-relative), 1-based ``line``..``end_line``.
 
     ``text`` is the canonical text of those lines (see ``bundle.canonical_line``), joined by ``\\n``.
@@ -72,7 +106,7 @@ class SkippedFile(_Frozen):
     reason: str
 
 
-class Finding(_Frozen):
+class Finding(_Shared):
     """One observation from a signature, a generic detector, telemetry or a model."""
 
     id: str

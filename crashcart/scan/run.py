@@ -10,18 +10,15 @@ decompression and the scan of its first members share the cores.
 from __future__ import annotations
 
 import contextlib
-import functools
 import heapq
 import itertools
 import os
 import threading
-from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from crashcart.catalogue import load_catalogue
 from crashcart.ingest.bundle import (
     SCANNED_KINDS,
     Bundle,
@@ -33,8 +30,9 @@ from crashcart.ingest.direct import DirectFile
 from crashcart.ingest.extract import Member
 from crashcart.models import Finding, SkippedFile
 from crashcart.scan import telemetry
+from crashcart.scan.budget import FINDINGS_BUDGET, hit_limits, itemised_per_file, trim
 from crashcart.scan.feeds import Feed
-from crashcart.scan.findings import CONTEXT_CAP, IdSource
+from crashcart.scan.findings import IdSource
 from crashcart.scan.hang_evidence import analyse as hang_analyse
 from crashcart.scan.hang_evidence import scan_hang_evidence
 from crashcart.scan.lazy import numpy_module
@@ -42,6 +40,7 @@ from crashcart.scan.matcher import Matcher, make_matcher
 from crashcart.scan.matcher import matcher_name as _matcher_name
 from crashcart.scan.numbering import Built, build, renumbered
 from crashcart.scan.reader import (
+    BACKSCAN_MIN_BYTES,
     NUMPY_MIN_BYTES,
     FileScan,
     scan_file,
@@ -263,49 +262,6 @@ def scan_files(
     return scans
 
 
-FINDINGS_BUDGET = 128  # files itemised at the full caps; beyond, a file's share of the budget shrinks
-
-
-def itemised_per_file(files: int, cap: int) -> tuple[int, int]:
-    """How many lines of one signature ``build_findings`` itemises per file (failure, context): ``cap`` and
-    ``CONTEXT_CAP`` for a bundle of up to ``FINDINGS_BUDGET`` files; for more, the same total shared out
-    (never fewer than the first and the last), so 10,000 rank files cost less than 80 times what 128 do.
-    Never more for more files: a scan trimmed for fewer files holds all that more files itemise (``trim``).
-    """
-    if files <= FINDINGS_BUDGET:
-        return cap, CONTEXT_CAP
-    share = FINDINGS_BUDGET / files
-    return max(2, int(cap * share) // 2 * 2), max(2, int(CONTEXT_CAP * share) // 2 * 2)
-
-
-def trim(fs: FileScan, keep: Sequence[int]) -> None:
-    """Keep of ``fs.hits`` only the first and the last ``keep[sig]`` of each signature (``FileScan.dropped``
-    counts the rest) and the offsets of the lines kept: what ``build_findings`` itemises in a bundle of more
-    than ``FINDINGS_BUDGET`` files, held instead of the reader's ``hit_limits`` for every file until the bundle
-    is classified."""
-    counts = Counter(sig for sig, _, _ in fs.hits)
-    if all(n <= 2 * keep[sig] for sig, n in counts.items()):
-        return
-    seen: Counter[int] = Counter()
-    kept: list[tuple[int, int, bytes | None]] = []
-    for hit in fs.hits:
-        seen[hit[0]] += 1
-        k, n = keep[hit[0]], seen[hit[0]]
-        if n <= k or n > counts[hit[0]] - k:
-            kept.append(hit)
-    fs.dropped += len(fs.hits) - len(kept)
-    lines = {line for _, line, _ in kept}
-    fs.hits, fs.offsets = kept, {n: off for n, off in fs.offsets.items() if n in lines}
-
-
-@functools.cache
-def hit_limits(cap: int, context_cap: int = CONTEXT_CAP) -> tuple[int, ...]:
-    """Hit lines the reader keeps at each end of a file, per signature: exactly what ``build_findings``
-    itemises (the first and last half of ``cap`` per signature and file, of ``context_cap`` for a fact
-    line: versions, init, progress printed every step), so the reader holds nothing it would drop."""
-    return tuple((context_cap if s.role == "context" else cap) // 2 for s in load_catalogue().signatures)
-
-
 def _workers(settings: ScanSettings) -> int:
     return settings.workers or os.cpu_count() or 1
 
@@ -337,7 +293,7 @@ class ScanPool:
         self._taken: set[tuple[Path, str]] = set()  # files whose scan ``results`` gave out (and no longer holds)
         self._streams: list[Future[FileScan]] = []
         self._ahead = threading.Semaphore(STREAM_AHEAD)
-        self._waiting: list[tuple[int, int, Path, str, Future[FileScan]]] = []  # heap: (large, order, file, future)
+        self._waiting: list[tuple[int, int, Path, str, int | None, Future[FileScan]]] = []  # heap: (large, order, ...)
         self._waiting_lock = threading.Lock()
         self._order = itertools.count()
         self.tail_marks: dict[str, hang_analyse.TailMarks] = {}  # path -> its tail, looked at for hang evidence
@@ -378,7 +334,7 @@ class ScanPool:
             self._futures[physical, path] = fut
             small = size is not None and size < SMALL_FIRST
             with self._waiting_lock:
-                heapq.heappush(self._waiting, (0 if small else 1, next(self._order), physical, path, fut))
+                heapq.heappush(self._waiting, (0 if small else 1, next(self._order), physical, path, size, fut))
             self._threads.submit(self._next)
 
     def waiting(self) -> bool:
@@ -413,22 +369,22 @@ class ScanPool:
     def _next(self) -> None:
         """One waiting file scanned (each ``submit`` queues one of these): the small ones first, then in order."""
         with self._waiting_lock:
-            _, _, physical, path, fut = heapq.heappop(self._waiting)
+            _, _, physical, path, size, fut = heapq.heappop(self._waiting)
         if not fut.set_running_or_notify_cancel():
             return  # cancelled (``results``: classified as not scanned after all)
         try:
-            fut.set_result(self._scan(physical, path))
+            fut.set_result(self._scan(physical, path, size))
         except BaseException as exc:  # as ThreadPoolExecutor's own work items: the caller gets it from the future
             fut.set_exception(exc)
 
-    def _scan(self, physical: Path, path: str) -> FileScan:
+    def _scan(self, physical: Path, path: str, size: int | None = None) -> FileScan:
         fs = scan_file(
             self._matcher(),
             physical,
             path,
             buffer_bytes=self._buffer_bytes,
             max_line_bytes=self._max_line,
-            keep_hits=self._keep,
+            keep_hits=self._keep_for(size),
             keep_tail=False,
         )
         self._mark_tail(physical, fs)
@@ -441,6 +397,14 @@ class ScanPool:
             with contextlib.suppress(OSError):  # read again (and reported) by the hang-evidence pass
                 if (got := hang_analyse.tail_marks(physical, fs.lines, fs.nbytes)) is not None:
                     self.tail_marks[fs.path] = got
+
+    def _keep_for(self, size: int | None) -> Sequence[int]:
+        """Hits the reader keeps of a file of ``size`` bytes: past ``FINDINGS_BUDGET`` files, a file too small for
+        ``backscan`` keeps only what that many files itemise (what ``_trimmed`` would cut it to after; at 10,000
+        files one hit at each end of a signature instead of 100), so its other hits are never copied and sorted."""
+        if self.offered > FINDINGS_BUDGET and size is not None and size < BACKSCAN_MIN_BYTES:
+            return hit_limits(*itemised_per_file(self.offered, self._cap))
+        return self._keep
 
     def _trimmed(self, fs: FileScan) -> FileScan:
         """Past ``FINDINGS_BUDGET`` files, ``fs`` holding only what that many files itemise (``trim``): more
