@@ -127,7 +127,9 @@ def test_gsp_reported_pmu_halt_needs_a_reset() -> None:
     ("message", "klass"),
     [
         ("unknown error", "gpu_engine_hang_reset_required"),  # cudaErrorUnknown: device state
-        ("hardware stack error", "gpu_engine_hang_reset_required"),  # cudaErrorHardwareStackError
+        # cudaErrorHardwareStackError: "an error in the call stack during kernel execution, possibly due to stack
+        # corruption or exceeding the stack size limit" (runtime API docs): the kernel's own fault
+        ("hardware stack error", "cuda_kernel_fault"),
         ("uncorrectable ECC error encountered", "gpu_memory_ecc_uncorrectable"),  # cudaErrorECCUncorrectable
         (
             "uncorrectable NVLink error detected during the execution",
@@ -377,7 +379,7 @@ def test_the_jobs_own_oom_error_cites_the_stopped_process(tmp_path: Path, settin
 def test_a_device_busy_or_unavailable_is_a_gpu_fault_not_a_kernel_bug() -> None:
     # cudaErrorDevicesUnavailable (46): the GPU is held by another process in exclusive mode, or gone
     got = winner("RuntimeError: CUDA error: CUDA-capable device(s) is/are busy or unavailable")
-    assert got == ("cuda.device_fault", "gpu_engine_hang_reset_required")
+    assert got == ("cuda.device_unavailable", "gpu_engine_hang_reset_required")
 
 
 def test_rm_init_adapter_failures_by_stage() -> None:
