@@ -337,9 +337,11 @@ def _eval(args: argparse.Namespace, settings: Settings) -> int:
 
     from crashcart import evaluate
 
-    cases = evaluate.find_cases(args.dirs)
+    cases = [c for c in evaluate.find_cases(args.dirs) if evaluate.in_split(c, args.split)]
     if not cases:
-        _fail(f"crashcart eval: no bundles with {evaluate.LABELS} under {', '.join(map(str, args.dirs))}")
+        where = ", ".join(map(str, args.dirs))
+        split = f" labelled split {args.split!r}" if args.split else ""
+        _fail(f"crashcart eval: no bundles with {evaluate.LABELS}{split} under {where}")
         return 2
     results = evaluate.run_eval(cases, settings)
     if args.json:

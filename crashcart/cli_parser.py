@@ -117,6 +117,12 @@ def _parser(plugins: list[Plugin], *, synth: bool = False) -> argparse.ArgumentP
         help="where to look (default: incidents)",
     )
     ev.add_argument("--engine", choices=["offline", "llm"], default=None, help=engine_help)
+    ev.add_argument(
+        "--split",
+        choices=["dev", "held-out"],
+        default=None,
+        help="only the cases labelled with this split (tune on dev, report held-out); default: every case",
+    )
     ev.add_argument("--json", action="store_true", help="print the scores as JSON")
     rb = cmd("runbook", "show the dry-run runbook of an incident and its approval trail")
     rb.add_argument("id", metavar="ID", help="an incident id")

@@ -86,6 +86,18 @@ def find_cases(dirs: list[Path]) -> list[Path]:
     return out
 
 
+def in_split(case: Path, split: str | None) -> bool:
+    """Whether a case's labels put it in ``split`` (every case when ``split`` is None; an unreadable label file
+    is kept, so that the run reports it rather than hiding it)."""
+    if split is None:
+        return True
+    try:
+        labels = json.loads(labels_of(case).read_text())
+    except (OSError, ValueError):
+        return True
+    return isinstance(labels, dict) and labels.get("split") == split
+
+
 def score_case(name: str, doc: DiagnosisDocument, labels: dict[str, Any], seconds: float) -> CaseResult:
     """Compare one diagnosis with its labels, by the rules of DESIGN §4.5."""
     rc = doc.root_cause

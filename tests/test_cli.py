@@ -210,3 +210,26 @@ def test_list_never_cuts_an_incident_id(
     monkeypatch.setenv("COLUMNS", "40")  # a narrow terminal: other columns wrap, the id is what people type
     assert main(["list"]) == 0
     assert incident in capsys.readouterr().out
+
+
+def _labelled(root: Path, name: str, split: str | None) -> None:
+    case = root / name
+    (case / "logs").mkdir(parents=True)
+    (case / "logs" / "rank0.log").write_text("RuntimeError: CUDA error: an illegal memory access was encountered\n")
+    labels: dict[str, object] = {"root_cause_class": "cuda_kernel_fault"}
+    if split:
+        labels["split"] = split
+    (case / "expected.json").write_text(json.dumps(labels))
+
+
+def test_eval_split_keeps_only_the_cases_of_that_split(env: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _labelled(env / "cases", "one-dev", "dev")
+    _labelled(env / "cases", "two-held", "held-out")
+    _labelled(env / "cases", "three-none", None)
+    assert main(["eval", "--json", "--split", "dev", str(env / "cases")]) == 0
+    cases = json.loads(capsys.readouterr().out)["cases"]
+    assert [c["case"] for c in cases] == ["one-dev"]
+    assert main(["eval", "--json", str(env / "cases")]) == 0
+    assert len(json.loads(capsys.readouterr().out)["cases"]) == 3
+    assert main(["eval", "--split", "held-out", str(env / "cases" / "one-dev")]) == 2
+    assert "labelled split 'held-out'" in capsys.readouterr().err
