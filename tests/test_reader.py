@@ -84,15 +84,16 @@ def test_unreadable_file_is_data_not_exception(tmp_path: Path) -> None:
     assert fs.error is not None and "unreadable" in fs.error
 
 
-@pytest.fixture(params=["python", "numpy"])
+@pytest.fixture(params=["python", "numpy", "numpy-few"])
 def mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Run a test through both ways of mapping hits to lines: per hit, and vectorised (numpy)."""
+    """Run a test through every way of mapping hits to lines: per hit counting bytes, vectorised (numpy), and per
+    hit from numpy's newline positions (a buffer with fewer than ``MANY_HITS`` hits)."""
     import crashcart.scan.reader as reader
 
-    if request.param == "numpy":
+    if request.param.startswith("numpy"):
         pytest.importorskip("numpy")
         monkeypatch.setattr(reader, "NUMPY_MIN_BYTES", 1)
-        monkeypatch.setattr(reader, "MANY_HITS", 1)
+        monkeypatch.setattr(reader, "MANY_HITS", 1 if request.param == "numpy" else 1 << 62)
     else:
         monkeypatch.setattr(reader, "NUMPY_MIN_BYTES", 1 << 62)
     return str(request.param)

@@ -27,10 +27,10 @@ from typing import Any, Protocol
 
 from crashcart.scan import backscan
 from crashcart.scan.lazy import numpy_module
+from crashcart.scan.lines import last_byte, mv_lines, tail_lines
 from crashcart.scan.matcher import Matcher, MatcherName
 
 TAIL_BYTES = 64 * 1024
-TAIL_LINES = 60
 GIANT = 4  # a line longer than this many buffers is scanned in buffer-sized pieces
 NUMPY_MIN_BYTES = 64 * 1024  # below this, bytes.count beats numpy's call overhead
 MANY_HITS = 64  # from this many matches in one buffer, map them to lines with numpy
@@ -252,10 +252,16 @@ class _Scanner:
             self.np = numpy_module(wait=False)
         if self.np is not None and stop >= NUMPY_MIN_BYTES:
             arr = self.np.frombuffer(piece, dtype=self.np.uint8)
-            newlines = int(self.np.count_nonzero(arr == 0x0A))
             if len(matches) >= MANY_HITS:
+                newlines = int(self.np.count_nonzero(arr == 0x0A))
                 self._many(buf, arr, stop, matches)
-                matches = []
+            elif matches:  # the lines from numpy's newlines: counting them with bytes.count held the GIL
+                nl = self.np.flatnonzero(arr == 0x0A)
+                newlines = len(nl)
+                self._few(buf, stop, matches, nl)
+            else:
+                newlines = int(self.np.count_nonzero(arr == 0x0A))
+            matches = []
             del arr
         else:
             newlines = buf.count(b"\n", 0, stop)
@@ -357,10 +363,21 @@ class _Scanner:
             self.out.dropped += 1
         later.append((self.seq, sig, line, self._raw(buf, start, stop), off))
 
-    def _few(self, buf: bytearray, stop: int, matches: list[tuple[int, int]]) -> None:
-        positions = sorted((_last_byte(buf, end), sig) for sig, end in matches)
-        cur_line, cur_pos = self.line, 0
+    def _few(self, buf: bytearray, stop: int, matches: list[tuple[int, int]], nl: Any = None) -> None:
+        """Each hit to its line (newlines up to its last byte), once per (signature, line); ``nl``: the piece's
+        newline positions (numpy), which give the lines without counting bytes under the GIL."""
+        positions = sorted((last_byte(buf, end), sig) for sig, end in matches)
         seen = self.seen
+        if nl is not None:
+            before = nl.searchsorted([pos for pos, _ in positions], side="right").tolist()
+            starts = [int(nl[k - 1]) + 1 if k else 0 for k in before]
+            for (_, sig), k, start in zip(positions, before, starts, strict=True):
+                key = (sig, self.line + k)
+                if key not in seen:
+                    seen.add(key)
+                    self._keep(sig, self.line + k, buf, start, stop)
+            return
+        cur_line, cur_pos = self.line, 0
         for pos, sig in positions:
             start = buf.rfind(b"\n", 0, pos + 1) + 1
             if start > cur_pos:
@@ -459,12 +476,6 @@ class _NoSignature:
         return self
 
 
-def mv_lines(buf: bytearray, stop: int) -> list[bytes]:
-    """``buf[:stop]`` split at newlines (one copy, in C)."""
-    with memoryview(buf) as mv:
-        return mv[:stop].tobytes().split(b"\n")
-
-
 def _fill(fh: Readable, view: memoryview) -> int:
     """Read until ``view`` is full or the stream ends (streams may return short reads); bytes read."""
     got = 0
@@ -474,22 +485,3 @@ def _fill(fh: Readable, view: memoryview) -> int:
             break
         got += n
     return got
-
-
-def _last_byte(buf: bytearray, end: int) -> int:
-    pos = max(end - 1, 0)
-    if pos > 0 and buf[pos] == 0x0A:
-        pos -= 1
-    return pos
-
-
-def tail_lines(data: bytes, size: int, lines: int, ends_with_newline: bool) -> list[tuple[int, bytes]]:
-    """The last ``TAIL_LINES`` complete lines with their line numbers, from the file's last ``data`` bytes."""
-    parts = data.split(b"\n")
-    if ends_with_newline:
-        parts = parts[:-1]
-    if size > len(data):
-        parts = parts[1:]  # first piece may be a partial line
-    parts = parts[-TAIL_LINES:]
-    first = lines - len(parts) + 1
-    return [(first + i, p) for i, p in enumerate(parts)]

@@ -1,7 +1,7 @@
 """Scan stage: each scanned file's last lines, read back from the file when asked (``Tails``).
 
 Input: the bundle and each file's size and line count as scanned. Output: (line number, canonical text) of its
-last ``reader.TAIL_LINES`` lines. Reads files; no other state.
+last ``lines.TAIL_LINES`` lines. Reads files; no other state.
 """
 
 from __future__ import annotations
@@ -10,11 +10,12 @@ from collections.abc import Iterator, Mapping
 from typing import BinaryIO
 
 from crashcart.ingest.bundle import Bundle, canonical_line
-from crashcart.scan.reader import TAIL_BYTES, tail_lines
+from crashcart.scan.lines import tail_lines
+from crashcart.scan.reader import TAIL_BYTES
 
 
 class Tails(Mapping[str, list[tuple[int, str]]]):
-    """Each scanned file's last lines (``reader.TAIL_LINES``, canonical text, with their line numbers), read back
+    """Each scanned file's last lines (``lines.TAIL_LINES``, canonical text, with their line numbers), read back
     from the file when asked, the bytes ``FileScan.tail`` would have held: a bundle of 10,000 files does not
     hold 600,000 lines for the few files whose ends are looked at twice."""
 
