@@ -75,13 +75,18 @@ GROUPS: dict[str, list[tuple[str, str]]] = {
             NODE,
         ),
         (
-            journal(f"*** STEP 881.0 ON gpu07 CANCELLED AT {TS} DUE TO NODE FAILURE, SEE SLURMCTLD LOG FOR DETAILS ***"),
+            journal(
+                f"*** STEP 881.0 ON gpu07 CANCELLED AT {TS} DUE TO NODE FAILURE, SEE SLURMCTLD LOG FOR DETAILS ***"
+            ),
             NODE,
         ),
         (stepd(f"*** JOB 881 STEPD TERMINATED ON gpu07 AT {TS} DUE TO JOB NOT ENDING WITH SIGNALS ***"), NODE),
         (stepd(f"*** STEP 881.0 STEPD TERMINATED ON gpu07 AT {TS} DUE TO JOB NOT ENDING WITH SIGNALS ***"), NODE),
         # step_terminate_monitor.c (17.02-26.05) names the extern and interactive steps "... STEP FOR <job>"
-        (stepd(f"*** EXTERN STEP FOR 881 STEPD TERMINATED ON gpu07 AT {TS} DUE TO JOB NOT ENDING WITH SIGNALS ***"), NODE),
+        (
+            stepd(f"*** EXTERN STEP FOR 881 STEPD TERMINATED ON gpu07 AT {TS} DUE TO JOB NOT ENDING WITH SIGNALS ***"),
+            NODE,
+        ),
         (
             daemon(f"*** INTERACTIVE STEP FOR 881 STEPD TERMINATED ON gpu07 AT {TS} DUE TO JOB NOT RUNNING ***"),
             NODE,
@@ -137,7 +142,12 @@ GROUPS: dict[str, list[tuple[str, str]]] = {
         (srun("Task launch for StepId=881.0 failed on node gpu07: Socket timed out on send/recv operation"), NODE),
         (srun("Task launch for StepId=881.0 failed on node gpu07: Zero Bytes were transmitted or received"), NODE),
         (srun("Task launch for StepId=881.0 failed on node gpu07: Slurmd could not connect IO"), NODE),
-        (srun("Task launch for StepId=881.0 failed on node gpu07: Slurmd could not set up environment for batch job"), NODE),
+        (
+            srun(
+                "Task launch for StepId=881.0 failed on node gpu07: Slurmd could not set up environment for batch job"
+            ),
+            NODE,
+        ),
         (srun("Application launch failed: Job prolog failed"), NODE),
         (srun("task 3 launch failed: Slurmd could not connect IO"), NODE),
         (srun("Task launch for StepId=881.0 failed on node gpu07: Unable to satisfy cpu bind request"), UNKNOWN),
@@ -164,7 +174,13 @@ GROUPS: dict[str, list[tuple[str, str]]] = {
         (daemon("[job 881] epilog failed status=1:0", step=None), NODE),
         (srun("Prolog hung on node gpu07", level=""), NODE),
         (daemon("_job_complete: JobId=881 epilog error on gpu07, draining the node", step=None, level=""), NODE),
-        (daemon("health_check failed: rc:1 output:ERROR:  nhc:  Health check failed:  check_fs_mount:  /scratch not mounted", step=None), NODE),
+        (
+            daemon(
+                "health_check failed: rc:1 output:ERROR:  nhc:  Health check failed:  check_fs_mount:  /scratch not mounted",
+                step=None,
+            ),
+            NODE,
+        ),
         (srun("Task launch for StepId=881.0 failed on node gpu07: Job epilog failed"), NODE),
         # srun's own --prolog/--epilog (src/srun/srun_job.c 22.05+): the user's script, not the node's
         (srun("srun prolog failed rc = 1. Aborting step."), UNKNOWN),
@@ -229,7 +245,10 @@ GROUPS: dict[str, list[tuple[str, str]]] = {
     # slurmctld's log: the time limit, preemption and the nodes it lost
     "slurmctld": [
         (daemon("Time limit exhausted for JobId=881", step=None, level=""), POLICY),
-        (daemon("preempted JobId=881 has been requeued to reclaim resources for JobId=990", step=None, level=""), POLICY),
+        (
+            daemon("preempted JobId=881 has been requeued to reclaim resources for JobId=990", step=None, level=""),
+            POLICY,
+        ),
         (daemon("preempted JobId=881 has been killed to reclaim resources for JobId=990", step=None, level=""), POLICY),
         (daemon("preempted job 881 has been killed to reclaim resources for job 990", step=None, level=""), POLICY),
         (daemon("Nodes gpu07 not responding, setting DOWN", step=None), NODE),
@@ -237,7 +256,14 @@ GROUPS: dict[str, list[tuple[str, str]]] = {
         (daemon("requeue job JobId=881 due to failure of node gpu07", step=None, level=""), NODE),
         (daemon("Killing JobId=881 on failed node gpu07", step=None, level=""), NODE),
         (daemon("_job_complete: JobId=881 cancelled by node failure", step=None, level=""), NODE),
-        (daemon("validate_node_specs: Node gpu07 unexpectedly rebooted boot_time=1732932840 last response=1732932800", step=None, level=""), NODE),
+        (
+            daemon(
+                "validate_node_specs: Node gpu07 unexpectedly rebooted boot_time=1732932840 last response=1732932800",
+                step=None,
+                level="",
+            ),
+            NODE,
+        ),
         (daemon("slurmd error running JobId=881 on node(s)=gpu07: Kill task failed", step=None), NODE),
         (daemon("Revoking job JobId=881 due to nodes not responding", step=None), NODE),
         (daemon("Node gpu07 rebooted, killing missing step 881.0", step=None, level=""), NODE),
@@ -302,7 +328,10 @@ GROUPS: dict[str, list[tuple[str, str]]] = {
             'resourceName="memory"',
             K8S,
         ),
-        ("I1130 02:14:00.123456    2231 eviction_manager.go:346] eviction manager: must evict pod(s) to reclaim memory", K8S),
+        (
+            "I1130 02:14:00.123456    2231 eviction_manager.go:346] eviction manager: must evict pod(s) to reclaim memory",
+            K8S,
+        ),
     ],
     # container and pod termination as kubectl describe / -o yaml / get pods print it
     "k8s termination": [
@@ -331,12 +360,21 @@ GROUPS: dict[str, list[tuple[str, str]]] = {
     ],
     # kubelet oom_watcher (pkg/kubelet/oom): the kernel OOM killer on the node
     "k8s node oom": [
-        ("6m57s   Warning   SystemOOM   node/gpu-node-3   System OOM encountered, victim process: python, pid: 3419", HOST_OOM),
-        ("  Warning  SystemOOM  6m57s  kubelet  System OOM encountered, victim process: pt_main_thread, pid: 884213", HOST_OOM),
+        (
+            "6m57s   Warning   SystemOOM   node/gpu-node-3   System OOM encountered, victim process: python, pid: 3419",
+            HOST_OOM,
+        ),
+        (
+            "  Warning  SystemOOM  6m57s  kubelet  System OOM encountered, victim process: pt_main_thread, pid: 884213",
+            HOST_OOM,
+        ),
     ],
     # scheduler FailedScheduling: a worker that never started for want of GPUs (the job never ran whole)
     "k8s scheduling": [
-        ("  Warning  FailedScheduling  12s  default-scheduler  0/8 nodes are available: 8 Insufficient nvidia.com/gpu.", K8S),
+        (
+            "  Warning  FailedScheduling  12s  default-scheduler  0/8 nodes are available: 8 Insufficient nvidia.com/gpu.",
+            K8S,
+        ),
         (
             "  Warning  FailedScheduling  3m  default-scheduler  0/7 nodes are available: 3 Insufficient nvidia.com/gpu, "
             "4 node(s) didn't match Pod's node affinity/selector. preemption: 0/7 nodes are available: 3 No preemption "
@@ -376,9 +414,18 @@ GROUPS: dict[str, list[tuple[str, str]]] = {
         ("E0614 10:23:45.123456       1 factory.go:87] Failed to initialize NVML: ERROR_LIBRARY_NOT_FOUND.", NO_GPU),
         ("E0614 10:23:45.123456       1 factory.go:87] Failed to initialize NVML: Driver Not Loaded.", NO_GPU),
         ("E0614 10:23:45.123456       1 factory.go:87] Failed to initialize NVML: ERROR_DRIVER_NOT_LOADED.", NO_GPU),
-        ("E0614 10:23:45.123456       1 main.go:132] Failed to initialize NVML: Driver/library version mismatch.", VERSION),
-        ("E0614 10:23:45.123456       1 factory.go:87] Failed to initialize NVML: ERROR_LIB_RM_VERSION_MISMATCH.", VERSION),
-        ("I0614 10:23:45.123456       1 health.go:101] Marking device GPU-d23d91a3 as unhealthy: ERROR_GPU_IS_LOST", BUS),
+        (
+            "E0614 10:23:45.123456       1 main.go:132] Failed to initialize NVML: Driver/library version mismatch.",
+            VERSION,
+        ),
+        (
+            "E0614 10:23:45.123456       1 factory.go:87] Failed to initialize NVML: ERROR_LIB_RM_VERSION_MISMATCH.",
+            VERSION,
+        ),
+        (
+            "I0614 10:23:45.123456       1 health.go:101] Marking device GPU-d23d91a3 as unhealthy: ERROR_GPU_IS_LOST",
+            BUS,
+        ),
         (
             "I0614 10:23:45.123456       1 health.go:132] Error waiting for event: GPU is lost; Marking all devices "
             "as unhealthy",
@@ -416,7 +463,10 @@ CHATTER = [
     srun("Step created for StepId=881.0", level=""),
     srun("Job 881 step creation still disabled, retrying (Requested nodes are busy)", level=""),
     daemon("Node gpu07 now responding", step=None, level=""),
-    daemon("StepId=881.0 hit memory limit at least once during execution. This may or may not result in some failure.", level=""),
+    daemon(
+        "StepId=881.0 hit memory limit at least once during execution. This may or may not result in some failure.",
+        level="",
+    ),
     daemon("_job_complete: JobId=881 WEXITSTATUS 0", step=None, level=""),
     daemon("_job_complete: JobId=881 done", step=None, level=""),
     "881          train        gpu      acct1         64  COMPLETED      0:0 ",
