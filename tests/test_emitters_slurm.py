@@ -476,6 +476,9 @@ CHATTER = [
     "I0614 10:23:45.123456       1 health.go:64] Ignoring the following XIDs for health checks: map[13:true 31:true 43:true 45:true 68:true 109:true]",
     "  Normal   Scheduled  41m   default-scheduler  Successfully assigned default/trainer-0 to gpu-node-3",
     "      Reason:       Completed",
+    # kubelet eviction manager before it decides to evict (image GC may free enough)
+    'I1130 02:14:00.123456    2231 eviction_manager.go:349] "Eviction manager: attempting to reclaim" resourceName="ephemeral-storage"',
+    'I1130 02:14:00.123456    2231 eviction_manager.go:360] "Eviction manager: able to reduce resource pressure without evicting pods." resourceName="ephemeral-storage"',
     "      Exit Code:    0",
 ]
 
