@@ -14,10 +14,13 @@ teardown are not a cause of their own (``unknown`` or no signature).
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from crashcart.catalogue import load_catalogue
-from tests.kit import winner
+from crashcart.settings import Settings
+from tests.kit import run_files, winner
 
 NODE = "slurm_node_failure"
 POLICY = "scheduler_preemption_or_timelimit"
@@ -31,6 +34,10 @@ BUS = "gpu_fallen_off_bus"
 UNKNOWN = "unknown"  # not a cause we classify: the winner is None or an ``unknown`` signature
 
 TS = "2024-11-30T02:14:00"
+NF = "DUE TO NODE FAILURE, SEE SLURMCTLD LOG FOR DETAILS ***"
+OLD_OOM = "Some of your processes may have been killed by the cgroup out-of-memory handler."  # 17.11.13-22.05
+NEW_OOM = "Some of the step tasks have been OOM Killed."  # 23.02-26.05
+NOT_ENDING = "DUE TO JOB NOT ENDING WITH SIGNALS ***"
 
 
 def stepd(msg: str) -> str:
@@ -47,6 +54,10 @@ def daemon(msg: str, step: str | None = "881.0", level: str = "error: ") -> str:
     """slurmd/slurmstepd/slurmctld log file: ``[ts] [job.step] error: msg``."""
     where = f" [{step}]" if step else ""
     return f"[{TS}.123]{where} {level}{msg}"
+
+
+KLOG = "0614 10:23:45.123456       1"  # klog's "<L>MMDD hh:mm:ss.us pid" after the level letter
+PLUGIN = "2021/06/14 10:23:45"  # the device plugin's log.Printf (v0.9-v0.12)
 
 
 def srun(msg: str, level: str = "error: ") -> str:
@@ -70,23 +81,12 @@ GROUPS: dict[str, list[tuple[str, str]]] = {
     ],
     # the node failed under the step, or the step could not be killed on it (the node drains)
     "stepd node failure": [
-        (
-            stepd(f"*** JOB 881 ON gpu07 CANCELLED AT {TS} DUE TO NODE FAILURE, SEE SLURMCTLD LOG FOR DETAILS ***"),
-            NODE,
-        ),
-        (
-            journal(
-                f"*** STEP 881.0 ON gpu07 CANCELLED AT {TS} DUE TO NODE FAILURE, SEE SLURMCTLD LOG FOR DETAILS ***"
-            ),
-            NODE,
-        ),
-        (stepd(f"*** JOB 881 STEPD TERMINATED ON gpu07 AT {TS} DUE TO JOB NOT ENDING WITH SIGNALS ***"), NODE),
-        (stepd(f"*** STEP 881.0 STEPD TERMINATED ON gpu07 AT {TS} DUE TO JOB NOT ENDING WITH SIGNALS ***"), NODE),
+        (stepd(f"*** JOB 881 ON gpu07 CANCELLED AT {TS} {NF}"), NODE),
+        (journal(f"*** STEP 881.0 ON gpu07 CANCELLED AT {TS} {NF}"), NODE),
+        (stepd(f"*** JOB 881 STEPD TERMINATED ON gpu07 AT {TS} {NOT_ENDING}"), NODE),
+        (stepd(f"*** STEP 881.0 STEPD TERMINATED ON gpu07 AT {TS} {NOT_ENDING}"), NODE),
         # step_terminate_monitor.c (17.02-26.05) names the extern and interactive steps "... STEP FOR <job>"
-        (
-            stepd(f"*** EXTERN STEP FOR 881 STEPD TERMINATED ON gpu07 AT {TS} DUE TO JOB NOT ENDING WITH SIGNALS ***"),
-            NODE,
-        ),
+        (stepd(f"*** EXTERN STEP FOR 881 STEPD TERMINATED ON gpu07 AT {TS} {NOT_ENDING}"), NODE),
         (
             daemon(f"*** INTERACTIVE STEP FOR 881 STEPD TERMINATED ON gpu07 AT {TS} DUE TO JOB NOT RUNNING ***"),
             NODE,
@@ -194,39 +194,15 @@ GROUPS: dict[str, list[tuple[str, str]]] = {
         # 17.11.3-20.02 (18.08.0 ended at "cgroup.")
         (stepd("Detected 1 oom-kill event(s) in step 881.0 cgroup."), HOST_OOM),
         # 17.11.13, 18.08-20.02
-        (
-            stepd(
-                "Detected 1 oom-kill event(s) in step 881.0 cgroup. Some of your processes may have been killed by "
-                "the cgroup out-of-memory handler."
-            ),
-            HOST_OOM,
-        ),
+        (stepd(f"Detected 1 oom-kill event(s) in step 881.0 cgroup. {OLD_OOM}"), HOST_OOM),
         # 20.11
-        (
-            stepd(
-                "Detected 2 oom-kill event(s) in StepId=881.0 cgroup. Some of your processes may have been killed "
-                "by the cgroup out-of-memory handler."
-            ),
-            HOST_OOM,
-        ),
+        (stepd(f"Detected 2 oom-kill event(s) in StepId=881.0 cgroup. {OLD_OOM}"), HOST_OOM),
         # 21.08-22.05
-        (
-            stepd(
-                "Detected 1 oom-kill event(s) in StepId=881.batch. Some of your processes may have been killed by "
-                "the cgroup out-of-memory handler."
-            ),
-            HOST_OOM,
-        ),
+        (stepd(f"Detected 1 oom-kill event(s) in StepId=881.batch. {OLD_OOM}"), HOST_OOM),
         # 23.02-26.05
-        (stepd("Detected 1 oom_kill event in StepId=881.0. Some of the step tasks have been OOM Killed."), HOST_OOM),
-        (
-            journal("Detected 3 oom_kill events in StepId=881.batch. Some of the step tasks have been OOM Killed."),
-            HOST_OOM,
-        ),
-        (
-            daemon("Detected 1 oom_kill event in StepId=881.interactive. Some of the step tasks have been OOM Killed."),
-            HOST_OOM,
-        ),
+        (stepd(f"Detected 1 oom_kill event in StepId=881.0. {NEW_OOM}"), HOST_OOM),
+        (journal(f"Detected 3 oom_kill events in StepId=881.batch. {NEW_OOM}"), HOST_OOM),
+        (daemon(f"Detected 1 oom_kill event in StepId=881.interactive. {NEW_OOM}"), HOST_OOM),
         (stepd("Detected 1 oom_kill event in StepId=881+1.0. Some of the step tasks have been OOM Killed."), HOST_OOM),
         # jobacct_gather (17.02-20.02 "Step %u.%u" / "Job %u", 20.11+ "%ps")
         (stepd("Step 881.0 exceeded memory limit (83886080 > 81920000), being killed"), HOST_OOM),
@@ -395,40 +371,37 @@ GROUPS: dict[str, list[tuple[str, str]]] = {
     ],
     # NVIDIA k8s-device-plugin health checks (v0.9-v0.12 log.Printf, v0.14-v0.20 klog)
     "device plugin": [
-        ("2021/06/14 10:23:45 XidCriticalError: Xid=79 on Device=GPU-d23d91a3, the device will go unhealthy.", BUS),
+        (f"{PLUGIN} XidCriticalError: Xid=79 on Device=GPU-d23d91a3, the device will go unhealthy.", BUS),
         (
-            "I0614 10:23:45.123456       1 health.go:152] XidCriticalError: Xid=48 on Device=GPU-d23d91a3; "
-            "marking device as unhealthy.",
+            f"I{KLOG} health.go:152] XidCriticalError: Xid=48 on Device=GPU-d23d91a3; marking device as unhealthy.",
             ECC,
         ),
-        ("2021/06/14 10:23:45 XidCriticalError: Xid=79, All devices will go unhealthy.", BUS),
-        ("I0614 10:23:45.123456       1 server.go:276] 'nvidia.com/gpu' device marked unhealthy: GPU-d23d91a3", K8S),
-        ("2021/06/14 10:23:45 'nvidia.com/gpu' device marked unhealthy: GPU-d23d91a3", K8S),
-        ("I0614 10:23:45.123456       1 health.go:101] Marking device GPU-d23d91a3 as unhealthy: Unknown Error", K8S),
+        (f"{PLUGIN} XidCriticalError: Xid=79, All devices will go unhealthy.", BUS),
+        (f"I{KLOG} server.go:276] 'nvidia.com/gpu' device marked unhealthy: GPU-d23d91a3", K8S),
+        (f"{PLUGIN} 'nvidia.com/gpu' device marked unhealthy: GPU-d23d91a3", K8S),
+        (f"I{KLOG} health.go:101] Marking device GPU-d23d91a3 as unhealthy: Unknown Error", K8S),
         (
-            "I0614 10:23:45.123456       1 health.go:132] Error waiting for event: Unknown Error; Marking all devices "
-            "as unhealthy",
+            f"I{KLOG} health.go:132] Error waiting for event: Unknown Error; Marking all devices as unhealthy",
             K8S,
         ),
-        ("2021/06/14 10:23:45 Failed to initialize NVML: could not load NVML library.", NO_GPU),
-        ("E0614 10:23:45.123456       1 factory.go:87] Failed to initialize NVML: ERROR_LIBRARY_NOT_FOUND.", NO_GPU),
-        ("E0614 10:23:45.123456       1 factory.go:87] Failed to initialize NVML: Driver Not Loaded.", NO_GPU),
-        ("E0614 10:23:45.123456       1 factory.go:87] Failed to initialize NVML: ERROR_DRIVER_NOT_LOADED.", NO_GPU),
+        (f"{PLUGIN} Failed to initialize NVML: could not load NVML library.", NO_GPU),
+        (f"E{KLOG} factory.go:87] Failed to initialize NVML: ERROR_LIBRARY_NOT_FOUND.", NO_GPU),
+        (f"E{KLOG} factory.go:87] Failed to initialize NVML: Driver Not Loaded.", NO_GPU),
+        (f"E{KLOG} factory.go:87] Failed to initialize NVML: ERROR_DRIVER_NOT_LOADED.", NO_GPU),
         (
-            "E0614 10:23:45.123456       1 main.go:132] Failed to initialize NVML: Driver/library version mismatch.",
+            f"E{KLOG} main.go:132] Failed to initialize NVML: Driver/library version mismatch.",
             VERSION,
         ),
         (
-            "E0614 10:23:45.123456       1 factory.go:87] Failed to initialize NVML: ERROR_LIB_RM_VERSION_MISMATCH.",
+            f"E{KLOG} factory.go:87] Failed to initialize NVML: ERROR_LIB_RM_VERSION_MISMATCH.",
             VERSION,
         ),
         (
-            "I0614 10:23:45.123456       1 health.go:101] Marking device GPU-d23d91a3 as unhealthy: ERROR_GPU_IS_LOST",
+            f"I{KLOG} health.go:101] Marking device GPU-d23d91a3 as unhealthy: ERROR_GPU_IS_LOST",
             BUS,
         ),
         (
-            "I0614 10:23:45.123456       1 health.go:132] Error waiting for event: GPU is lost; Marking all devices "
-            "as unhealthy",
+            f"I{KLOG} health.go:132] Error waiting for event: GPU is lost; Marking all devices as unhealthy",
             BUS,
         ),
     ],
@@ -471,9 +444,9 @@ CHATTER = [
     daemon("_job_complete: JobId=881 done", step=None, level=""),
     "881          train        gpu      acct1         64  COMPLETED      0:0 ",
     "   JobState=COMPLETED Reason=None Dependency=(null)",
-    "I0614 10:23:45.123456       1 main.go:256] Retreiving plugins.",
-    "I0614 10:23:45.123456       1 server.go:165] Starting GRPC server for 'nvidia.com/gpu'",
-    "I0614 10:23:45.123456       1 health.go:64] Ignoring the following XIDs for health checks: map[13:true 31:true 43:true 45:true 68:true 109:true]",
+    f"I{KLOG} main.go:256] Retreiving plugins.",
+    f"I{KLOG} server.go:165] Starting GRPC server for 'nvidia.com/gpu'",
+    f"I{KLOG} health.go:64] Ignoring the following XIDs for health checks: map[13:true 31:true 43:true 45:true 68:true 109:true]",
     "  Normal   Scheduled  41m   default-scheduler  Successfully assigned default/trainer-0 to gpu-node-3",
     "      Reason:       Completed",
     # kubelet eviction manager before it decides to evict (image GC may free enough)
@@ -487,3 +460,33 @@ CHATTER = [
 def test_chatter_is_never_a_cause(text: str) -> None:
     got = winner(text)
     assert got is None or got[1] == UNKNOWN, (text, got)
+
+
+# Whole-bundle checks: the new wordings keep the engine's notions (a policy stop names no culprit node; a memory-limit
+# kill explains the bare SIGKILL srun reports for the same task).
+STOPS = [
+    stepd(f"*** STEP 881.0 ON gpu07 CANCELLED AT {TS} DUE to SIGNAL Terminated ***"),
+    daemon("Time limit exhausted for JobId=881", step=None, level=""),
+    "Message:          Pod was active on the node longer than the specified deadline",
+]
+
+
+@pytest.mark.parametrize("line", STOPS)
+def test_a_policy_stop_in_these_wordings_names_no_culprit(line: str, tmp_path: Path, settings: Settings) -> None:
+    out = run_files(tmp_path / "b", {"slurm-881.out": f"step 100 loss 2.31\n{line}\n"}, settings)
+    rc = out.document.root_cause
+    assert rc.class_ == POLICY
+    assert (rc.culprit.node, rc.culprit.rank, rc.culprit.gpu) == (None, None, None)
+
+
+def test_a_memory_limit_kill_explains_the_killed_task(tmp_path: Path, settings: Settings) -> None:
+    log = "\n".join(
+        [
+            "step 100 loss 2.31",
+            stepd("StepId=881.0 exceeded memory limit (83886080 > 81920000), being killed"),
+            srun("gpu07: task 3: Killed"),
+            stepd(f"*** STEP 881.0 ON gpu07 CANCELLED AT {TS} ***"),
+        ]
+    )
+    rc = run_files(tmp_path / "b", {"slurm-881.out": log + "\n"}, settings).document.root_cause
+    assert rc.class_ == HOST_OOM
