@@ -85,7 +85,7 @@ GROUPS: dict[str, list[tuple[str, str]]] = {
         (journal(f"*** STEP 881.0 ON gpu07 CANCELLED AT {TS} {NF}"), NODE),
         (stepd(f"*** JOB 881 STEPD TERMINATED ON gpu07 AT {TS} {NOT_ENDING}"), NODE),
         (stepd(f"*** STEP 881.0 STEPD TERMINATED ON gpu07 AT {TS} {NOT_ENDING}"), NODE),
-        # step_terminate_monitor.c (17.02-26.05) names the extern and interactive steps "... STEP FOR <job>"
+        # step_terminate_monitor.c names the extern (17.02+) and interactive (20.11+) steps "... STEP FOR <job>"
         (stepd(f"*** EXTERN STEP FOR 881 STEPD TERMINATED ON gpu07 AT {TS} {NOT_ENDING}"), NODE),
         (
             daemon(f"*** INTERACTIVE STEP FOR 881 STEPD TERMINATED ON gpu07 AT {TS} DUE TO JOB NOT RUNNING ***"),
