@@ -347,8 +347,8 @@ GROUPS: dict[str, list[tuple[str, str, str]]] = {
         ("ValueError: Hostname 'worker-3' not found in hostfile", LAUNCH, ROOT),
         ("RuntimeError: launcher 'pdsh' not installed.", LAUNCH, ROOT),
         (
-            "OSError: MPI environment variables are not set. Ensure that OMPI_COMM_WORLD_SIZE, "
-            "OMPI_COMM_WORLD_RANK, OMPI_COMM_WORLD_LOCAL_RANK are set.",
+            "OSError: MPI environment variables are not set. Ensure you are running the script with an "
+            "MPI-compatible launcher.",
             LAUNCH,
             ROOT,
         ),
@@ -398,7 +398,7 @@ GROUPS: dict[str, list[tuple[str, str, str]]] = {
         ),
         (
             "deepspeed.elasticity.config.ElasticityConfigError: Elasticity is disabled, please enable it "
-            "('enabled':true) if running elastic training.",
+            "('enabled':true) if running an elastic training job.",
             USER,
             ROOT,
         ),
