@@ -651,8 +651,10 @@ def test_a_kill_the_launcher_reports_is_explained_by_the_memory_killer(tmp_path:
     files = {
         "dmesg.log": "[Tue Mar  5 07:01:50 2024] Out of memory: Killed process 4242 (python) total-vm:98765432kB, "
         "anon-rss:87654321kB, file-rss:0kB, shmem-rss:0kB, UID:1000 pgtables:2048kB oom_score_adj:0\n",
-        "horovodrun.log": "Tue Mar  5 07:01:51 2024 Process 3 exit with status code 137.\n"
-        "Tue Mar  5 07:01:51 2024 Terminating remaining workers after failure of Process 3.\n",
+        # gloo_run prints these bare (its workers' lines carry "<time>[<index>]<stdout|stderr>:")
+        "horovodrun.log": "Tue Mar  5 07:01:49 2024[3]<stdout>:epoch 3 step 120\n"
+        "Process 3 exit with status code 137.\n"
+        "Terminating remaining workers after failure of Process 3.\n",
     }
     root = run_files(tmp_path / "b", files, settings).document.root_cause
     assert root.class_ == HOSTOOM, root
