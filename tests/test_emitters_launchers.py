@@ -94,6 +94,7 @@ DISK | root | [2024-03-05 07:01:51,123 E 5521 5540] file_system_monitor.cc:104: 
 UNKNOWN | aggregate | ray.train.base_trainer.TrainingFailedError: The Ray Train run failed. Please inspect the previous error messages for a cause.
 UNKNOWN | aggregate | ray.train.WorkerGroupError: Training failed due to worker errors:
 UNKNOWN | aggregate | ray.tune.error.TuneError: ('Trials did not complete', [train_fn_3c1a2_00000])
+UNKNOWN | aggregate | Training errored after 12 iterations at 2024-03-05 07:01:51. Total running time: 3min 2s
 LAUNCH | root | TimeoutError: Placement group creation timed out. Make sure your cluster either has enough resources or use an autoscaling cluster. If you are running on a cluster, make sure you specify an address in `ray.init()`, for example, `ray.init("auto")`.
 DESYNC | root | (RayTrainWorker pid=4242, ip=10.0.0.3) RuntimeError: Some workers returned results while others didn't. Make sure that `session.report()` are called the same number of times on all workers.
 """,
