@@ -38,6 +38,9 @@ KILLED_WORK = frozenset(
         "spawn.signal_sigkill",
         "mpi.process_killed",  # "mpirun noticed that process rank R with PID P on node H exited on signal 9"
         "pdsh.remote_sigkill",  # "pdsh@h: node2: ssh exited with exit code 137"
+        "horovod.process_killed",  # horovodrun's "Process N exit with status code 137."
+        "mpi.daemon_lost",  # "ORTE|PRTE has lost communication with a remote daemon."
+        "ray.worker_exit_code",  # "Worker exits with an exit code None."
     }
 )
 #: DataLoader's signal names that a memory killer sends (SIGKILL; earlyoom and systemd-oomd start with SIGTERM).
