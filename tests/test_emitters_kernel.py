@@ -80,7 +80,8 @@ GROUPS: dict[str, list[tuple[str, str]]] = {
         (dmesg("oom_reaper: reaped process 884213 (python), now anon-rss:0kB, file-rss:0kB, shmem-rss:0kB"), OOM),
         (dmesg("oom_reaper: unable to reap pid:884213 (python)"), OOM),
         (dmesg("Task in /slurm/uid_1000/job_123456/step_0 killed as a result of limit of /slurm/uid_1000/job_123456"), OOM),
-        (dmesg("Out of memory and no killable processes..."), OOM),
+        (dmesg("Kernel panic - not syncing: Out of memory and no killable processes..."), OOM),
+        (dmesg("Memory limit reached of cgroup /kubepods/burstable/pod1234"), OOM),
         (dmesg("Kernel panic - not syncing: Out of memory: system-wide panic_on_oom is enabled"), OOM),
         (dmesg("Kernel panic - not syncing: Out of memory: compulsory panic_on_oom is enabled"), OOM),
         (dmesg("Kernel panic - not syncing: System is deadlocked on memory"), OOM),
@@ -287,7 +288,7 @@ GROUPS: dict[str, list[tuple[str, str]]] = {
             SHARED,
         ),
         (
-            dmesg("Lustre: fs-OST0003-osc-ffff9a4c1e2f3000: Evicted from fs-OST0003_UUID (at 10.10.33.50@o2ib2) after "
+            dmesg("Lustre: Evicted from fs-OST0003_UUID (at 10.10.33.50@o2ib2) after "
                   "server handle changed from 0x1b2c3d4e to 0x5f6a7b8c"),
             SHARED,
         ),
@@ -367,7 +368,7 @@ def test_each_wording_gets_the_class_it_means(group: str, text: str, cls: str) -
 BENIGN = [
     journal("nfs: server nas01 OK"),
     dmesg("lockd: server nas01 OK"),
-    dmesg("Lustre: fs-OST0003-osc-ffff9a4c1e2f3000: Connection restored to 10.10.33.50@o2ib2 (at 10.10.33.50@o2ib2)"),
+    dmesg("Lustre: fs-OST0003-osc-ffff9a4c1e2f3000: Connection restored to fs-OST0003_UUID (at 10.10.33.50@o2ib2)"),
     dmesg("mlx5_core 0000:01:00.0 enp1s0f0: Link up"),
     dmesg("mlx5_core 0000:01:00.0: Port module event: module 0, Cable plugged"),
     dmesg("pcieport 0000:b0:02.0: pciehp: Slot(3): Link Up"),
