@@ -291,8 +291,35 @@ GROUPS: dict[str, list[tuple[str, str]]] = {
         (
             glog(
                 "E",
+                "ProcessGroupNCCL.cpp:1987",
+                f"{PG} Received a dump signal due to a collective timeout from  rank 7 and we will try our best to "
+                "dump the debug info. Last enqueued NCCL work: 56116, last completed NCCL work: 56116.This is most "
+                "likely caused by incorrect usages of collectives, e.g., wrong sizes used across ranks, the order of "
+                "collectives is not same for all ranks or the scheduled collective, for some reason, didn't run.",
+                rank=3,
+            ),
+            NOT_ROOT,
+        ),
+        (
+            glog("E", "ProcessGroupNCCL.cpp:2106", f"{PG} First PG on this rank to signal dumping.", rank=3),
+            NOT_ROOT,
+        ),
+        (
+            glog(
+                "E",
                 "ProcessGroupNCCL.cpp:1380",
                 "[PG 0 Rank 3] Observed flight recorder dump signal from another rank via TCPStore.",
+                rank=3,
+            ),
+            NOT_ROOT,
+        ),
+        (
+            glog(
+                "W",
+                "ProcessGroupNCCL.cpp:1283",
+                f'{PG} Failed to check the "should dump" flag on TCPStore, (maybe TCPStore server has shut down too '
+                "early), with error: Failed to recv, got 0 bytes. Connection was likely closed. Did the remote server "
+                "shutdown or crash?",
                 rank=3,
             ),
             NOT_ROOT,
@@ -334,9 +361,9 @@ GROUPS: dict[str, list[tuple[str, str]]] = {
         (
             "RuntimeError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1191, invalid usage, "
             "NCCL version 2.10.3",
-            USER,
+            BOOT,
         ),
-        (py("ncclInvalidUsage: This usually reflects invalid usage of NCCL library."), USER),
+        (py("ncclInvalidUsage: This usually reflects invalid usage of NCCL library."), BOOT),
         (
             "RuntimeError: ProcessGroupNCCL is only supported with GPUs, no GPUs found!",
             BOOT,
@@ -547,6 +574,15 @@ GROUPS: dict[str, list[tuple[str, str]]] = {
             ),
             STORE,
         ),
+        (
+            elastic(
+                "WARNING",
+                "rendezvous.dynamic_rendezvous",
+                "The node 'node-3_4015698_0' has failed to send a keep-alive heartbeat to the rendezvous 'job-17' due "
+                "to an error of type RendezvousTimeoutError.",
+            ),
+            NOT_ROOT,
+        ),
     ],
     # torchelastic's agent stopping workers and its summary: teardown, never a confident root
     "elastic teardown": [
@@ -720,6 +756,10 @@ GROUPS: dict[str, list[tuple[str, str]]] = {
             "memory (12)",
             LOADER,
         ),
+        (
+            "RuntimeError: unable to resize file </torch_28041_1546596096_0> to the right size: Invalid argument (22)",
+            LOADER,
+        ),
         ("RuntimeError: Caught RuntimeError in DataLoader worker process 0.", USER),
         ("RuntimeError: Caught KeyError in pin memory thread for device 0.", USER),
         ("RuntimeError: DataLoader worker (pid 261166) is killed by signal: Terminated. ", NOT_ROOT),
@@ -773,6 +813,17 @@ GROUPS: dict[str, list[tuple[str, str]]] = {
                 "can potentially cause a hang if this rank to GPU mapping is incorrect.Specify device_ids in "
                 "barrier() to force use of a particular device,or call init_process_group() with a device_id.",
                 rank=3,
+            ),
+            BENIGN,
+        ),
+        (
+            glog(
+                "W",
+                "ProcessGroupNCCL.cpp:2302",
+                "Rank 3 using GPU 3 to perform barrier as devices used by this process are currently unknown. This can "
+                "potentially cause a hang if this rank to GPU mapping is incorrect.Specify device_ids in barrier() to "
+                "force use of a particular device.",
+                old=True,
             ),
             BENIGN,
         ),
