@@ -306,6 +306,36 @@ GROUPS: dict[str, list[tuple[str, str]]] = {
         ),
         (
             glog(
+                "F",
+                "ProcessGroupNCCL.cpp:1306",
+                f"{PG} {PG} Terminating the process after attempting to dump debug info, due to ProcessGroupNCCL "
+                "watchdog hang.",
+                rank=3,
+            ),
+            HEARTBEAT,
+        ),
+        (
+            glog(
+                "F",
+                "ProcessGroupNCCL.cpp:1725",
+                f"{PG} {PG} Terminating the process after attempting to dump debug info, due to collective timeout or "
+                "exception.",
+                rank=3,
+            ),
+            NOT_ROOT,
+        ),
+        (
+            glog(
+                "E",
+                "ProcessGroupNCCL.cpp:1700",
+                f"{PG} ProcessGroupNCCL preparing to dump debug info. Include stack trace: 1, only active "
+                "collectives: 0",
+                rank=3,
+            ),
+            NOT_ROOT,
+        ),
+        (
+            glog(
                 "E",
                 "ProcessGroupNCCL.cpp:1380",
                 "[PG 0 Rank 3] Observed flight recorder dump signal from another rank via TCPStore.",
@@ -561,6 +591,19 @@ GROUPS: dict[str, list[tuple[str, str]]] = {
         ),
         ("torch.distributed.elastic.rendezvous.api.RendezvousTimeoutError", STORE),
         ("torch.distributed.elastic.rendezvous.api.RendezvousClosedError", STORE),
+        (
+            elastic(
+                "INFO",
+                "rendezvous.etcd_rendezvous",
+                "Rendezvous timeout occured in EtcdRendezvousHandler",
+                style="basic",
+            ),
+            STORE,
+        ),
+        (
+            elastic("INFO", "rendezvous.etcd_rendezvous", "Rendezvous for run_id=job-17 was observed to be closed"),
+            STORE,
+        ),
         (
             "torch.distributed.elastic.rendezvous.api.RendezvousStateError: The state object is corrupt. See inner "
             "exception for details.",
