@@ -32,6 +32,7 @@ STORE = "launcher_rendezvous_store_failure"
 SUMMARY = "torchelastic_childfailed_summary"
 POLICY = "scheduler_preemption_or_timelimit"
 UNKNOWN = "unknown"
+VERSION = "software_version_mismatch"
 NOT_ROOT = "<not a confident root>"
 BENIGN = "<benign>"
 
@@ -352,7 +353,7 @@ GROUPS: dict[str, list[tuple[str, str]]] = {
                 "shutdown or crash?",
                 rank=3,
             ),
-            NOT_ROOT,
+            BENIGN,
         ),
     ],
     # NCCLUtils: the NCCL result PyTorch raises, with its explanation of the code
@@ -706,9 +707,11 @@ GROUPS: dict[str, list[tuple[str, str]]] = {
         (elastic("WARNING", "agent.server.api", "Received Signals.SIGHUP death signal, shutting down workers"), POLICY),
         ("torch.distributed.elastic.multiprocessing.api.SignalException: Process 4015698 got signal: 15", POLICY),
     ],
-    # launch.py's --local_rank: a script that does not accept the argument the old launcher passes
+    # launch.py passes --local_rank=N (to 1.13) or --local-rank=N (2.0+): a script that declares no such argument
+    # fails in argparse (a program error), one written for the old spelling fails under a newer launcher (a
+    # version mismatch, as the catalogue's launch.local_rank_argument has it)
     "launcher arguments": [
-        (py("train.py: error: unrecognized arguments: --local-rank=3"), USER),
+        (py("train.py: error: unrecognized arguments: --local-rank=3"), VERSION),
         ("train.py: error: unrecognized arguments: --local_rank=3", USER),
     ],
     # distributed_c10d.py and the DDP reducer: the program's own mistakes
