@@ -492,6 +492,70 @@ GROUPS: dict[str, list[tuple[str, str]]] = {
             STORE,
         ),
     ],
+    # what ProcessGroupNCCL prints on healthy runs: its configuration, deprecations and shutdown
+    "benign c10d": [
+        (
+            glog(
+                "I",
+                "ProcessGroupNCCL.cpp:913",
+                "[PG 0 Rank 3] ProcessGroupNCCL initialization options: size: 8, global rank: 3, TIMEOUT(ms): 600000, "
+                "USE_HIGH_PRIORITY_STREAM: 0, SPLIT_FROM: 0, SPLIT_COLOR: 0, PG Name: 0",
+                rank=3,
+            ),
+            BENIGN,
+        ),
+        (
+            glog(
+                "I",
+                "ProcessGroupNCCL.cpp:922",
+                "[PG 0 Rank 3] ProcessGroupNCCL environments: NCCL version: 2.20.5, TORCH_NCCL_ASYNC_ERROR_HANDLING: 3, "
+                "TORCH_NCCL_DUMP_ON_TIMEOUT: 0, TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC: 60000, TORCH_NCCL_DESYNC_DEBUG: 0, "
+                "TORCH_NCCL_ENABLE_TIMING: 0, TORCH_NCCL_BLOCKING_WAIT: 0, TORCH_DISTRIBUTED_DEBUG: OFF",
+                rank=3,
+            ),
+            BENIGN,
+        ),
+        (
+            glog(
+                "W",
+                "ProcessGroupNCCL.cpp:2291",
+                "Warning: TORCH_NCCL_AVOID_RECORD_STREAMS=1 has no effect for point-to-point collectives. (function "
+                "operator())",
+                rank=3,
+            ),
+            BENIGN,
+        ),
+        (
+            glog(
+                "W",
+                "Utils.hpp:164",
+                "Warning: Environment variable NCCL_BLOCKING_WAIT is deprecated; use TORCH_NCCL_BLOCKING_WAIT instead "
+                "(function getCvarBool)",
+                rank=3,
+            ),
+            BENIGN,
+        ),
+        (glog("I", "ProcessGroupNCCL.cpp:1168", f"{PG} ProcessGroupNCCL destructor entered.", rank=3), BENIGN),
+        (
+            "/usr/lib/python3/dist-packages/torch/distributed/distributed_c10d.py:4169: UserWarning: No device id is "
+            "provided via `init_process_group` or `barrier `. Using the current device set by the user. ",
+            BENIGN,
+        ),
+        (
+            "INFO:torch.distributed.distributed_c10d:Added key: store_based_barrier_key:1 to store for rank: 3",
+            BENIGN,
+        ),
+        (
+            "INFO:torch.distributed.distributed_c10d:Rank 3: Completed store-based barrier for key:"
+            "store_based_barrier_key:1 with 8 nodes.",
+            BENIGN,
+        ),
+        (
+            "INFO:torch.distributed.distributed_c10d:Waiting in store based barrier to initialize process group for "
+            "rank: 3, key: store_based_barrier_key:1 (world_size=8, num_workers_joined=4, timeout=0:30:00)",
+            BENIGN,
+        ),
+    ],
 }
 
 CASES = cases(GROUPS)

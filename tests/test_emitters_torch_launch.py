@@ -246,6 +246,14 @@ GROUPS: dict[str, list[tuple[str, str]]] = {
         ("  traceback : To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html", NOT_ROOT),
         ("  <NO_OTHER_FAILURES>", NOT_ROOT),
         ("  exitcode  : -6 (pid: 4015788)", NOT_ROOT),
+        (
+            elastic(
+                "INFO",
+                "agent.server.api",
+                "[default] Detected 1 new nodes from group_rank=0; will restart worker group",
+            ),
+            NOT_ROOT,
+        ),
     ],
     # the summary's exit code of a worker killed by a fatal signal
     "elastic exit codes": [
@@ -486,6 +494,40 @@ GROUPS: dict[str, list[tuple[str, str]]] = {
         (elastic("INFO", "agent.server.api", "Done waiting for other agents. Elapsed: 0.0012 seconds"), BENIGN),
         (
             glog("I", "socket.cpp:787", "[c10d] The server socket has started to listen on [::]:29500.", old=True),
+            BENIGN,
+        ),
+        (glog("I", "socket.cpp:787", "[c10d] No socket on (node-0, 29500) is listening yet, will retry."), BENIGN),
+        (
+            glog(
+                "W",
+                "socket.cpp:460",
+                "[c10d] waitForInput: poll for socket SocketImpl(fd=12, addr=[node-3]:52114, remote=[node-0]:29500) "
+                "returned 0, likely a timeout",
+            ),
+            BENIGN,
+        ),
+        (
+            glog(
+                "I",
+                "socket.cpp:855",
+                "[c10d] The client socket has connected to [node-0]:29500 on [node-3]:52114.",
+                old=True,
+            ),
+            BENIGN,
+        ),
+        (
+            elastic(
+                "INFO",
+                "agent.server.api",
+                "[default] Rendezvous complete for workers. Result:\n  restart_count=0\n  master_addr=node-0",
+            ),
+            BENIGN,
+        ),
+        (elastic("INFO", "agent.server.api", "[default] Starting worker group"), BENIGN),
+        (
+            "/usr/lib/python3/dist-packages/torch/utils/data/dataloader.py:700: UserWarning: Length of IterableDataset "
+            "<data.Stream object at 0x7f00> was reported to be 100 (when accessing len(dataloader)), but 101 samples "
+            "have been fetched. ",
             BENIGN,
         ),
     ],
