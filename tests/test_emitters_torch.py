@@ -270,6 +270,15 @@ GROUPS: dict[str, list[tuple[str, str]]] = {
             ),
             PEER,
         ),
+        (
+            glog(
+                "E",
+                "ProcessGroupNCCL.cpp:1537",
+                f"{PG} Process group watchdog thread terminated with exception: CUDA error: unspecified launch failure",
+                rank=3,
+            ),
+            KERNEL,
+        ),
         (py("terminate called after throwing an instance of 'c10::DistBackendError'"), NOT_ROOT),
     ],
     # the heartbeat monitor: the watchdog thread itself stopped making progress
@@ -447,6 +456,15 @@ GROUPS: dict[str, list[tuple[str, str]]] = {
     # ProcessGroupGloo: the monitored barrier names the ranks that never arrived, or the coordinator that failed
     "monitored barrier": [
         ("RuntimeError: [Rank 0]: Rank 3 failed to pass monitoredBarrier in 30000 ms", HANG),
+        (
+            glog(
+                "E",
+                "ProcessGroupGloo.cpp:138",
+                "[Rank 0]: Rank 3 failed to pass monitoredBarrier in 30000 ms",
+                old=True,
+            ),
+            HANG,
+        ),
         ("RuntimeError: [Rank 0]: Ranks 1, 3 failed to pass monitoredBarrier in 1800000 ms", HANG),
         (
             "RuntimeError: Rank 3 successfully reached monitoredBarrier, but received errors while waiting for "

@@ -247,6 +247,10 @@ GROUPS: dict[str, list[tuple[str, str]]] = {
         ("  <NO_OTHER_FAILURES>", NOT_ROOT),
         ("  exitcode  : -6 (pid: 4015788)", NOT_ROOT),
         (
+            "W0408 12:01:02.579000 140 torch/multiprocessing/spawn.py:165] Terminating process 96 via signal SIGTERM",
+            NOT_ROOT,
+        ),
+        (
             elastic(
                 "INFO",
                 "agent.server.api",
@@ -261,6 +265,8 @@ GROUPS: dict[str, list[tuple[str, str]]] = {
         ("  traceback : Signal 11 (SIGSEGV) received by PID 4015788", NATIVE),
         ("  traceback : Signal 7 (SIGBUS) received by PID 4015788", NATIVE),
         ("  exitcode  : -9 (pid: 4015788)", UNKNOWN),
+        # torch/multiprocessing/spawn.py (mp.spawn launcher, 1.x-2.x): a child that died by a fatal signal
+        ("torch.multiprocessing.spawn.ProcessExitedException: process 1 terminated with signal SIGSEGV", NATIVE),
     ],
     # the agent itself was signalled from outside (scheduler, user, closed terminal)
     "elastic death signal": [
