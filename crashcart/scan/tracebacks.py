@@ -93,7 +93,14 @@ def _traceback(
     fields = {"exception": m.group("exception"), "message": (m.group("message") or "")[:300]} if m else {}
     sig_obj = _generic_traceback_sig(cat)
     for idx, s in enumerate(cat.signatures):
-        if (exc_line_no, idx) in hits and s.role != "context" and not s.id.startswith("generic."):
+        # a wrapper's signature, ranked no higher than a bare traceback (RayTaskError(<cause>)), names no error of
+        # its own: the traceback stays generic, so the line it carries (a memory kill) or the cause's own line decides
+        if (
+            (exc_line_no, idx) in hits
+            and s.role != "context"
+            and not s.id.startswith("generic.")
+            and s.priority > sig_obj.priority
+        ):
             extra = cat.extract(idx, exc_text)
             if extra is not None:
                 sig_obj, fields = s, {**fields, **extra}
