@@ -1,15 +1,14 @@
-"""The NCCL network plugin aws-ofi-nccl ("NET/OFI", v1.1-v1.21) and libfabric's EFA provider (1.11-2.6): each failure
-wording, built from the emitters' format strings, gets the class it means. Completion errors are RDMA completion
-errors unless the provider's status says the peer is gone (unreachable, unresponsive, reset, no such QP), then they
-are a remote-peer cascade; the plugin's own security-group diagnosis and set-up failures (no provider, fi_getinfo,
-endpoint/AV creation, handshake) are init failures; version floors are version mismatches. Benign warnings and
-INFO chatter are never a cause.
+"""The NCCL network plugin aws-ofi-nccl ("NET/OFI", v1.1-v1.21; libfabric's own EFA lines are in
+test_emitters_efa.py): each failure wording, built from the plugin's format strings, gets the class it means.
+Completion errors are RDMA completion errors unless the provider's status says the peer is gone (unreachable,
+unresponsive, reset, no such QP), then they are a remote-peer cascade; the plugin's own security-group diagnosis and
+set-up failures (no provider, fi_getinfo, endpoint/AV creation, connect, registration) are init failures; version
+floors are version mismatches. Benign warnings and INFO chatter are never a cause.
 
 Sources: aws-ofi-nccl include/nccl_ofi_log.h (NCCL_OFI_WARN prefixes "NET/OFI " and passes __PRETTY_FUNCTION__
 as NCCL's file field), src/nccl_ofi_net.c, src/nccl_ofi_rdma.c(pp), src/nccl_ofi_sendrecv.c(pp),
-include/nccl_ofi_platform.h, src/platform-aws.c(pp); libfabric src/log.c (the "libfabric:<pid>:<time>:..." prefix),
-prov/efa/src/efa_errno.h and efa_strerror.c (status strings, efa_show_help), rxr/rxr_cq.c, rdm/rxr_op_entry.c,
-rdm/efa_rdm_ope.c, rdm/efa_rdm_cq.c, efa_base_ep.c, rdm/efa_rdm_pke_cmd.c, rdm/efa_rdm_ep_utils.c."""
+include/nccl_ofi_platform.h, src/platform-aws.c(pp); the status strings in the completion errors are libfabric's
+(prov/efa/src/efa_errno.h, efa_strerror.c)."""
 
 from __future__ import annotations
 
@@ -29,12 +28,6 @@ def ofi(fn: str, line: int, message: str) -> str:
     return f"{HOST} {fn}:{line} NCCL WARN NET/OFI {message}"
 
 
-def lf(fn: str, line: int, message: str, *, subsys: str = "cq", new: bool = True, level: str = "warn") -> str:
-    """A libfabric log line: 1.14-1.17 "libfabric:pid:time:prov:subsys:fn():line<level> ", 1.18+ adds a prefix field."""
-    head = "libfabric:48812:1701234567::efa" if new else "libfabric:48812:1701234567:efa"
-    return f"{head}:{subsys}:{fn}():{line}<{level}> {message}"
-
-
 def quoted(message: str) -> str:
     """The plugin's warning as ncclGetLastError returns it and PyTorch prints it under "Last error:"."""
     return f"[rank3]: NET/OFI {message}"
@@ -52,7 +45,6 @@ UNREACH = (
     " My host id: i-0a1b2c3d4e5f60718 Peer EFA addr: fi_addr_efa://[fe80::4f1:1aff:fe3b:7a21]:0:1234567890"
     " Peer host id: i-0f9e8d7c6b5a49382"
 )
-
 GROUPS: dict[str, list[tuple[str, str]]] = {
     # a request's completion error, every version's wording; the status names no lost peer
     "completion errors": [
@@ -149,63 +141,6 @@ GROUPS: dict[str, list[tuple[str, str]]] = {
             quoted("Request 0x7f3c2c0a11b8 completed with error. RC: 5. Error: 2 (Internal queue pair error (local))."),
             IB,
         ),
-        # libfabric EFA: rxr_cq.c 1.11 "rxr_cq_handle_tx_error", 1.14-1.17 "rxr_cq_write_tx_error/rx_error"
-        (
-            lf(
-                "rxr_cq_handle_tx_error",
-                219,
-                "rxr_cq_handle_tx_error: err: 5, prov_err: Unknown error -2 (2)",
-                new=False,
-            ),
-            IB,
-        ),
-        (
-            lf(
-                "rxr_cq_write_tx_error",
-                244,
-                "rxr_cq_write_tx_error: err: 22, prov_err: Invalid argument (22)",
-                new=False,
-            ),
-            IB,
-        ),
-        (
-            lf(
-                "rxr_cq_write_rx_error",
-                139,
-                "rxr_cq_write_rx_error: err: 5, prov_err: Internal queue pair error (2)",
-            ),
-            IB,
-        ),
-        # rdm/rxr_op_entry.c 1.18 and rdm/efa_rdm_ope.c 1.19+ "err: %d, message: %s (%d)"
-        (lf("rxr_tx_entry_handle_error", 712, "err: 22, message: Invalid address handle (local) (4)"), IB),
-        (lf("efa_rdm_txe_handle_error", 702, "err: 22, message: Unsupported operation type (3)"), IB),
-        (lf("efa_rdm_rxe_handle_error", 610, "err: 90, message: Message too long (6)"), IB),
-        (
-            lf(
-                "efa_rdm_txe_handle_error",
-                741,
-                "EFA provider internal txe failure err: 12, message: Out of memory (4105)",
-            ),
-            IB,
-        ),
-        (
-            lf(
-                "efa_rdm_cq_poll_ibv_cq",
-                550,
-                "Unexpected error when polling ibv cq, err: Invalid argument (22) prov_errno: Invalid address handle (4)",
-            ),
-            IB,
-        ),
-        (
-            lf(
-                "efa_base_ep_write_eq_error",
-                460,
-                "Writing error to EQ: err: Input/output error (5) prov_errno: Internal queue pair error (2)",
-                subsys="eq",
-            ),
-            IB,
-        ),
-        (lf("efa_dgram_cq_readerr", 93, "Work completion status: Internal queue pair error"), IB),
     ],
     # the status says the peer is gone: a cascade of its death (or of the path to it)
     "peer gone": [
@@ -251,56 +186,11 @@ GROUPS: dict[str, list[tuple[str, str]]] = {
             ),
             PEER,
         ),
-        (lf("efa_rdm_txe_handle_error", 702, f"err: 113, message: {UNREACH} (15)"), PEER),
-        (lf("efa_rdm_rxe_handle_error", 610, "err: 103, message: Connection was reset by remote peer (8)"), PEER),
-        (lf("rxr_tx_entry_handle_error", 712, "err: 103, message: Unresponsive remote (detected locally) (13)"), PEER),
-        (
-            lf(
-                "rxr_cq_write_tx_error",
-                237,
-                "rxr_cq_write_tx_error: err: 107, prov_err: Invalid receiver queue pair number (QPN) (9) our address: "
-                "fi_addr_efa://[fe80::4a2:5bff:fe1f:9c5d]:1:2057468765, peer address fi_addr_efa://[fe80::4f1:1aff:fe3b:7a21]:0:123",
-            ),
-            PEER,
-        ),
-        (
-            lf(
-                "efa_rdm_cq_process_prov_errno",
-                641,
-                "The peer of address fi_addr_efa://[fe80::4f1:1aff:fe3b:7a21]:0:1234567890 becomes unresponsive",
-                subsys="ep_ctrl",
-            ),
-            PEER,
-        ),
-        (
-            lf(
-                "efa_show_help",
-                100,
-                "This error is detected remotely; typically encountered when the peer process is no longer present",
-            ),
-            PEER,
-        ),
-    ],
-    # completion errors as the provider's flush of a destroyed queue pair: a follow-on
-    "flushed": [
-        (lf("efa_rdm_rxe_handle_error", 610, "err: 125, message: Flushed during queue pair destroy (1)"), IB),
     ],
     # the plugin's own diagnosis of FI_EHOSTUNREACH (v1.19+ platform-aws): security groups, a set-up fault
     "security group": [
         (
             "* This error indicates that the security group on either this instance or the peer instance",
-            BOOT,
-        ),
-        (
-            lf(
-                "efa_show_help",
-                100,
-                "This error is detected locally. The peer is not reachable by the EFA device. This typically indicates "
-                "one or more misconfigured EC2 instances; most often due to incorrect inbound/outbound security group "
-                "rules and/or instances placed in different subnets. Refer to the public AWS documentation for EFA for "
-                "up-to-date configuration requirements. This error can also be encountered when a peer process is no "
-                "longer present.",
-            ),
             BOOT,
         ),
     ],
@@ -404,18 +294,6 @@ GROUPS: dict[str, list[tuple[str, str]]] = {
         (ofi("create_send_comm", 4939, "Cannot open more connection for device ID 1. Maximum is 4096"), BOOT),
         (ofi("connect", 3025, "Unexpected number of remote rails for dev 1. Expected 4 but got 2"), BOOT),
         (ofi("connect", 180, "CM connect failed: Connection timed out"), BOOT),
-        (
-            lf(
-                "efa_rdm_ep_post_handshake_or_queue",
-                664,
-                "Failed to post HANDSHAKE to peer 5: Resource temporarily unavailable",
-            ),
-            BOOT,
-        ),
-        (
-            lf("rxr_ep_wait_for_handshake", 94, "waiting for handshake packet failed!", subsys="ep_ctrl", new=False),
-            BOOT,
-        ),
     ],
     # memory registration with the provider
     "registration": [
@@ -424,16 +302,6 @@ GROUPS: dict[str, list[tuple[str, str]]] = {
                 "register_mr_buffers",
                 463,
                 "Unable to register memory (type = 2) for device 1. RC: -14, Error: Bad address",
-            ),
-            BOOT,
-        ),
-        (
-            lf(
-                "efa_mr_reg_impl",
-                820,
-                "Unable to register MR of 2097152 bytes: Cannot allocate memory, ibv pd: 0x55d1c3a0e2b0, "
-                "total mr reg size 4194304, mr reg count 2",
-                subsys="mr",
             ),
             BOOT,
         ),
@@ -487,23 +355,6 @@ GROUPS: dict[str, list[tuple[str, str]]] = {
             ),
             VERSION,
         ),
-        (
-            lf(
-                "efa_rdm_pke_insert_addr",
-                756,
-                "Host fi_addr_efa://[fe80::4f1:1aff:fe3b:7a21]:0:1234567890 received a packet with invalid protocol "
-                "version 3.",
-            ),
-            VERSION,
-        ),
-        (
-            lf(
-                "efa_rdm_cq_handle_recv_completion",
-                358,
-                "Peer 5 is requesting feature 4, which this EP does not support.",
-            ),
-            VERSION,
-        ),
     ],
 }
 
@@ -515,16 +366,6 @@ def test_each_wording_gets_the_class_it_means(group: str, text: str, cls: str) -
     got = winner(text)
     assert got is not None, text
     assert got[1] == cls, (group, text, got)
-
-
-def test_a_flushed_completion_is_a_follow_on() -> None:
-    """EFA status 1 (flushed during QP destroy) follows the first error, like NET/IB status 5."""
-    from crashcart.catalogue import load_catalogue
-
-    got = winner(GROUPS["flushed"][0][0])
-    assert got is not None
-    cat = load_catalogue()
-    assert cat.signatures[cat.index[got[0]]].role == "cascade", got
 
 
 BENIGN = [
@@ -553,7 +394,6 @@ CHATTER = [
     f"{HOST} NCCL INFO NET/OFI Could not load libgdrapi.so",
     f"{HOST} NCCL INFO NET/OFI Disabling NVLS support due to NCCL version 22005",
     f"{HOST} NCCL INFO NET/OFI Need to force simple protocol: GDR not supported",
-    "libfabric:48812:1701234567::core:core:ofi_register_provider():476<info> registering provider: efa (118.20)",
 ]
 
 
