@@ -9,8 +9,10 @@ from datetime import datetime
 from pathlib import Path
 
 from crashcart.catalogue import load_catalogue
+from crashcart.ingest.bundle import open_bundle
 from crashcart.models import Evidence, Finding
 from crashcart.pipeline import Outcome, diagnose
+from crashcart.scan.run import scan
 from crashcart.settings import Settings
 
 _n = itertools.count(1)
@@ -57,6 +59,35 @@ def winner(text: str) -> tuple[str, str] | None:
         if best is None or s.priority > best.priority:
             best = s
     return (best.id, best.class_id) if best is not None else None
+
+
+def grouped(groups: dict[str, list[tuple[str, str]]]) -> list[tuple[str, str, str]]:
+    """(group, wording, class) rows of an emitter audit's groups, for ``pytest.mark.parametrize``."""
+    return [(group, text, cls) for group, rows in groups.items() for text, cls in rows]
+
+
+def grouped_ids(cases: list[tuple[str, str, str]]) -> list[str]:
+    return [f"{g}-{i}" for i, (g, _, _) in enumerate(cases)]
+
+
+def assert_class(group: str, text: str, cls: str) -> None:
+    """The wording ``text`` is won by a signature of class ``cls``."""
+    got = winner(text)
+    assert got is not None, text
+    assert got[1] == cls, (group, text, got)
+
+
+def scan_texts(root: Path, files: dict[str, str], settings: Settings) -> list[Finding]:
+    """Write ``files`` under ``root`` and scan them (no reduce); every cited span is checked byte-true."""
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    with open_bundle(root, settings.work_dir, settings.bundle_limits) as b:
+        found = scan(b, settings.scan).findings
+        for f in found:
+            for ev in f.evidence:
+                assert "\n".join(b.read_lines(ev.file, ev.line, ev.end_line or ev.line)) == ev.text
+        return found
 
 
 def run_files(root: Path, files: dict[str, str], settings: Settings) -> Outcome:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import pytest
 
 from crashcart.catalogue import load_catalogue
-from tests.kit import winner
+from tests.kit import assert_class, grouped, grouped_ids, winner
 from tests.test_emitters_ofi import BOOT, IB, PEER, UNREACH, VERSION
 
 
@@ -186,14 +186,12 @@ GROUPS: dict[str, list[tuple[str, str]]] = {
     ],
 }
 
-CASES = [(group, text, cls) for group, rows in GROUPS.items() for text, cls in rows]
+CASES = grouped(GROUPS)
 
 
-@pytest.mark.parametrize(("group", "text", "cls"), CASES, ids=[f"{g}-{i}" for i, (g, _, _) in enumerate(CASES)])
+@pytest.mark.parametrize(("group", "text", "cls"), CASES, ids=grouped_ids(CASES))
 def test_each_wording_gets_the_class_it_means(group: str, text: str, cls: str) -> None:
-    got = winner(text)
-    assert got is not None, text
-    assert got[1] == cls, (group, text, got)
+    assert_class(group, text, cls)
 
 
 def test_a_flushed_completion_is_a_follow_on() -> None:

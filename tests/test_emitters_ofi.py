@@ -18,7 +18,7 @@ import pytest
 
 from crashcart.report.reading import is_benign_line
 from crashcart.settings import Settings
-from tests.kit import run_files, winner
+from tests.kit import assert_class, grouped, grouped_ids, run_files, winner
 
 HOST = "ip-172-31-22-14:48812:48890 [3]"
 
@@ -358,14 +358,12 @@ GROUPS: dict[str, list[tuple[str, str]]] = {
     ],
 }
 
-CASES = [(group, text, cls) for group, rows in GROUPS.items() for text, cls in rows]
+CASES = grouped(GROUPS)
 
 
-@pytest.mark.parametrize(("group", "text", "cls"), CASES, ids=[f"{g}-{i}" for i, (g, _, _) in enumerate(CASES)])
+@pytest.mark.parametrize(("group", "text", "cls"), CASES, ids=grouped_ids(CASES))
 def test_each_wording_gets_the_class_it_means(group: str, text: str, cls: str) -> None:
-    got = winner(text)
-    assert got is not None, text
-    assert got[1] == cls, (group, text, got)
+    assert_class(group, text, cls)
 
 
 BENIGN = [

@@ -5,23 +5,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from crashcart.ingest.bundle import open_bundle
 from crashcart.models import Finding
-from crashcart.scan.run import scan
 from crashcart.settings import Settings
+from tests.kit import scan_texts
 
 
 def _scan(tmp_path: Path, settings: Settings, files: dict[str, str]) -> list[Finding]:
-    root = tmp_path / "bundle"
-    for name, text in files.items():
-        (root / name).parent.mkdir(parents=True, exist_ok=True)
-        (root / name).write_text(text)
-    with open_bundle(root, settings.work_dir, settings.bundle_limits) as b:
-        found = scan(b, settings.scan).findings
-        for f in found:  # every cited span is byte-true
-            for ev in f.evidence:
-                assert "\n".join(b.read_lines(ev.file, ev.line, ev.end_line or ev.line)) == ev.text
-        return found
+    return scan_texts(tmp_path / "bundle", files, settings)
 
 
 # PyTorch c10d NCCLUtils: "NCCL error in: <file>:<line>, <reason>, NCCL version <v>" then ncclGetLastError().

@@ -7,11 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from crashcart.ingest.bundle import open_bundle
 from crashcart.models import Finding
-from crashcart.scan.run import scan
 from crashcart.scan.wrapped import wrap_width
 from crashcart.settings import Settings
+from tests.kit import scan_texts
 
 # Ray's raylet (src/ray/raylet/node_manager.cc, 2.x): "%d Workers (tasks / actors) killed due to memory pressure
 # (OOM), %d Workers crashed due to other reasons at node (ID: %s, IP: %s) over the last time period." and the
@@ -35,15 +34,7 @@ def _cut(text: str, width: int) -> list[str]:
 
 
 def _scan(tmp_path: Path, settings: Settings, text: str) -> list[Finding]:
-    root = tmp_path / "bundle"
-    root.mkdir(parents=True, exist_ok=True)
-    (root / "driver.log").write_text(text)
-    with open_bundle(root, settings.work_dir, settings.bundle_limits) as b:
-        found = scan(b, settings.scan).findings
-        for f in found:  # every cited span is byte-true
-            for ev in f.evidence:
-                assert "\n".join(b.read_lines(ev.file, ev.line, ev.end_line or ev.line)) == ev.text
-        return found
+    return scan_texts(tmp_path / "bundle", {"driver.log": text}, settings)
 
 
 def _paste(width: int) -> str:
