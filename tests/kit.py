@@ -77,6 +77,15 @@ def assert_class(group: str, text: str, cls: str) -> None:
     assert got[1] == cls, (group, text, got)
 
 
+def assert_benign(text: str) -> None:
+    """A benign warning: the reading knows it as benign, and no signature above NCCL's catch-all wins it."""
+    from crashcart.report.reading import is_benign_line
+
+    assert is_benign_line(text), text
+    got = winner(text)
+    assert got is None or got == ("generic.nccl_warn", "unknown"), (text, got)  # info, never above a real cause
+
+
 def scan_texts(root: Path, files: dict[str, str], settings: Settings) -> list[Finding]:
     """Write ``files`` under ``root`` and scan them (no reduce); every cited span is checked byte-true."""
     for name, text in files.items():

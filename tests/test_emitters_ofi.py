@@ -16,9 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from crashcart.report.reading import is_benign_line
 from crashcart.settings import Settings
-from tests.kit import assert_class, grouped, grouped_ids, run_files, winner
+from tests.kit import assert_benign, assert_class, grouped, grouped_ids, run_files, winner
 
 HOST = "ip-172-31-22-14:48812:48890 [3]"
 
@@ -397,15 +396,12 @@ CHATTER = [
 
 @pytest.mark.parametrize("text", BENIGN)
 def test_benign_warnings_are_known_as_benign(text: str) -> None:
-    assert is_benign_line(text), text
-    got = winner(text)
-    assert got is None or got == ("generic.nccl_warn", "unknown"), (text, got)  # info, never above a real cause
+    assert_benign(text)
 
 
 @pytest.mark.parametrize("text", CHATTER)
 def test_info_chatter_is_never_a_failure(text: str) -> None:
-    got = winner(text)
-    assert got is None, (text, got)
+    assert winner(text) is None, text
 
 
 def test_an_efa_unreachable_peer_with_the_security_group_banner_blames_the_set_up(
