@@ -106,3 +106,23 @@ def test_findings_past_the_budget_do_not_depend_on_when_each_scan_completed(tmp_
     assert dumps[0] == dumps[1] == dumps[2]
     assert runs[0].notes == runs[1].notes == runs[2].notes
     assert {f.signature for f in runs[0].findings} >= {"nccl.watchdog_timeout", "nccl.watchdog_thread_terminated"}
+
+
+def test_renumbering_in_place_counts_a_shared_evidence_once() -> None:
+    """Two findings of one file citing one evidence object (as a follow-up may) get the same new id for it, the
+    base added once; the findings keep every other field."""
+    from crashcart.models import Evidence, Finding
+    from crashcart.scan.numbering import renumbered
+
+    shared = Evidence(id="E00002", file="rank-0.log", line=4, text="x")
+    own = Evidence(id="E00001", file="rank-0.log", line=3, text="y")
+    blank = Evidence(id="", file="rank-0.log", line=5, text="z")
+    made = [
+        Finding(id=f"F000{i}", class_id="c", signature="s", role="context", severity="info", summary=f"{i}", evidence=ev)
+        for i, ev in ((1, [own, shared]), (2, [shared, blank]))
+    ]
+    out = renumbered(made, 10, 100)
+    assert [f.id for f in out] == ["F0011", "F0012"]
+    assert [[e.id for e in f.evidence] for f in out] == [["E00101", "E00102"], ["E00102", ""]]
+    assert [f.summary for f in out] == ["1", "2"] and out[0].evidence[1] is out[1].evidence[0]
+    assert renumbered(out, 0, 0) is out

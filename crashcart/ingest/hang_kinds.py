@@ -75,7 +75,10 @@ def flight_recorder_form(head: bytes) -> Literal["pickle", "json"] | None:
 
 def stack_tool(text: str) -> Literal["py-spy", "gdb", "faulthandler"] | None:
     """The tool that wrote a file that *is* a stack dump (a log holding one is a log, read as well)."""
-    lines = [split_prefix(ln).rest for ln in text.split("\n")[:40]]
+    raw = text.split("\n", 40)[:40]
+    if not any("hread " in ln or ln.rstrip().endswith("[") for ln in raw):
+        return None  # every form below needs a "Thread "/"thread " line in these lines, or a "[" one (py-spy --json)
+    lines = [split_prefix(ln).rest for ln in raw]
     firsts = [ln for ln in lines if ln.strip()][:3]
     threads = [m for ln in lines if (m := PYSPY_THREAD.match(ln)) and (m.group("state") or m.group("name"))]
     heads = [ln for ln in lines if ln.strip()][:3]

@@ -64,11 +64,22 @@ def build(
 
 def renumbered(findings: list[Finding], f_base: int, e_base: int) -> list[Finding]:
     """``findings`` numbered by an ``IdSource`` that had given ``f_base`` and ``e_base`` ids before (``IdSource``'s
-    formats: ``F0001``, ``E00001``); an evidence without an id keeps none."""
+    formats: ``F0001``, ``E00001``); an evidence without an id keeps none.
+
+    In place: the findings of a ``Built`` are held by nothing else until they join the bundle's, so their ids are
+    rewritten rather than copied (two ``model_copy`` a finding cost 26 us: 0.73 s of a 9 s diagnose of 1,000 rank
+    files). Frozen models refuse ``setattr``, not their ``__dict__``; nothing has hashed them yet. An evidence two
+    findings share is renumbered once, as the copies each got the same new id."""
     if not f_base and not e_base:
         return findings
-    out = []
+    done: set[int] = set()
     for f in findings:
-        ev = [e.model_copy(update={"id": f"E{e_base + int(e.id[1:]):05d}"}) if e.id else e for e in f.evidence]
-        out.append(f.model_copy(update={"id": f"F{f_base + int(f.id[1:]):04d}", "evidence": ev}))
-    return out
+        if id(f) in done:
+            continue
+        done.add(id(f))
+        for e in f.evidence:
+            if e.id and id(e) not in done:
+                done.add(id(e))
+                e.__dict__["id"] = f"E{e_base + int(e.id[1:]):05d}"
+        f.__dict__["id"] = f"F{f_base + int(f.id[1:]):04d}"
+    return findings
