@@ -280,7 +280,7 @@ def _make_finding(
             gpu = canonical_pci(fields[key])
             if gpu:
                 break
-    numbered = [ev.model_copy(update={"id": ids.evidence_id()}) for ev in evidence]
+    numbered = [_numbered(ev, ids) for ev in evidence]
     if parsed is not None:
         fields = {**fields, "_clock": parsed.kind}
     return Finding(
@@ -298,6 +298,15 @@ def _make_finding(
         evidence=numbered,
         source="rule",
     )
+
+
+def _numbered(ev: Evidence, ids: IdSource) -> Evidence:
+    """``ev`` with the next evidence id: a fresh one (no id yet, made for this finding and held by nothing else) is
+    given it in place, as ``numbering.renumbered`` does (a copy each cost 4 us); one that has an id is copied."""
+    if ev.id:
+        return ev.model_copy(update={"id": ids.evidence_id()})
+    ev.__dict__["id"] = ids.evidence_id()
+    return ev
 
 
 def _int(value: str | None) -> int | None:
