@@ -118,7 +118,9 @@ def test_renumbering_in_place_counts_a_shared_evidence_once() -> None:
     own = Evidence(id="E00001", file="rank-0.log", line=3, text="y")
     blank = Evidence(id="", file="rank-0.log", line=5, text="z")
     made = [
-        Finding(id=f"F000{i}", class_id="c", signature="s", role="context", severity="info", summary=f"{i}", evidence=ev)
+        Finding(
+            id=f"F000{i}", class_id="c", signature="s", role="context", severity="info", summary=f"{i}", evidence=ev
+        )
         for i, ev in ((1, [own, shared]), (2, [shared, blank]))
     ]
     out = renumbered(made, 10, 100)
