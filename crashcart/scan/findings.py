@@ -302,7 +302,7 @@ def _make_finding(
 
 def _numbered(ev: Evidence, ids: IdSource) -> Evidence:
     """``ev`` with the next evidence id: a fresh one (no id yet, made for this finding and held by nothing else) is
-    given it in place, as ``numbering.renumbered`` does (a copy each cost 4 us); one that has an id is copied."""
+    given it in place, as ``numbering.renumbered`` does; one that has an id is copied."""
     if ev.id:
         return ev.model_copy(update={"id": ids.evidence_id()})
     ev.__dict__["id"] = ids.evidence_id()

@@ -67,8 +67,8 @@ def renumbered(findings: list[Finding], f_base: int, e_base: int) -> list[Findin
     formats: ``F0001``, ``E00001``); an evidence without an id keeps none.
 
     In place: the findings of a ``Built`` are held by nothing else until they join the bundle's, so their ids are
-    rewritten rather than copied (two ``model_copy`` a finding cost 26 us: 0.73 s of a 9 s diagnose of 1,000 rank
-    files). Frozen models refuse ``setattr``, not their ``__dict__``; nothing has hashed them yet. An evidence two
+    rewritten rather than copied (alone 0.73 s for the 28k findings of 1,000 rank files; in a whole diagnose the
+    difference is within noise, bench/README eighth pass). Frozen models refuse ``setattr``, not their ``__dict__``; nothing has hashed them yet. An evidence two
     findings share is renumbered once, as the copies each got the same new id."""
     if not f_base and not e_base:
         return findings
