@@ -23,13 +23,14 @@ from typing import Any
 
 from crashcart.models import DiagnosisDocument
 from crashcart.pipeline import diagnose
+from crashcart.report.words import HIGH
 from crashcart.settings import Settings
 from crashcart.text.gpuid import canonical_pci
 
 LABELS = "expected.json"
 
 
-CONFIDENT = 0.8  # the terminal's "high confidence"
+CONFIDENT = HIGH  # what the reports call "high confidence"
 
 
 @dataclass

@@ -43,9 +43,12 @@ def _kernel_line(line: str) -> bool:
     return ("kernel: " in line or "NVRM: " in line or line.startswith("[")) and bool(_KERNEL_CONTENT.search(line))
 
 
+# RFC 3164 / journalctl short: "<Mmm dd hh:mm:ss> <host> <tag>"; a monitoring alert may quote such a line after
+# its own words ("Xid errors on instance: <host>, Error: May 19 07:08:57 <host> kernel: ..."), so it is searched
+# for after any space, comma or colon rather than only at the start.
 _SYSLOG_HOST = re.compile(
-    r"^(?:[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d(?:\.\d+)?|\d{4}-\d\d-\d\dT\S+) (?P<host>[A-Za-z0-9][\w.-]*) "
-    r"(?:kernel|systemd|slurmd|nvidia|sshd|[\w.-]+\[\d+\])"
+    r"(?:^|(?<=[\s,:]))(?:[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d(?:\.\d+)?|\d{4}-\d\d-\d\dT\S+) "
+    r"(?P<host>[A-Za-z0-9][\w.-]*) (?:kernel|systemd|slurmd|nvidia|sshd|[\w.-]+\[\d+\])"
 )
 _LOG_EXT = {".log", ".out", ".err", ".txt", ".stdout", ".stderr", ""}
 LAUNCH_SCRIPT_EXT = frozenset({".sh", ".bash", ".sbatch", ".slurm"})  # config files scanned for launch settings only
@@ -469,7 +472,7 @@ def _host_of(path: str, kind: FileKind, lines: list[str], kernel_hosts: dict[str
         return kernel_hosts[path]
     if kind == "kernel_log":
         for ln in lines[:200]:
-            m = _SYSLOG_HOST.match(ln)
+            m = _SYSLOG_HOST.search(ln)
             if m:
                 return m.group("host")
     return prefix.host_of_path(path)

@@ -287,8 +287,8 @@ def attribute(findings: list[Finding], topo: Topology, files: list[BundleFile] |
         info = topo.ranks.get(f.rank) if f.rank is not None else None
         if f.node is None and info is not None and info.node:
             update["node"] = info.node
-        elif f.node is None and f.fields.get("_file_host") and not pasted:
-            update["node"] = f.fields["_file_host"]  # (a single pasted file's name is not a node's)
+        elif f.node is None and (host := f.fields.get("_file_host")) and (not pasted or host in ev.text):
+            update["node"] = host  # (a single pasted file's name is not a node's; a host its line prints is)
         if f.rank is None and f.node and f.gpu and (f.node, f.gpu) in by_node_gpu:
             update["rank"] = by_node_gpu[(f.node, f.gpu)]
         elif f.rank is None and f.node and (f.fields.get("gpu", "").isdigit() or (f.gpu or "").isdigit()):

@@ -41,6 +41,7 @@ from crashcart.reduce.hangs import (
 )
 from crashcart.reduce.host import host_suspects, stale_gpu_memory, switch_endpoint
 from crashcart.reduce.listing import listed_nodes
+from crashcart.reduce.lone import lone_hardware_event, unexplained_sigkill
 from crashcart.reduce.memory import killed_work, named_nodes
 from crashcart.reduce.named import barrier_named
 from crashcart.reduce.prolog import prolog_node
@@ -130,6 +131,8 @@ def _decide(groups: list[Group], findings: list[Finding], topo: Topology, last: 
             _hang(pic, topo, findings, last) if alive else None,
             _summary_hint(findings),
             _lone_cascade(findings, topo),
+            lone_hardware_event(findings, MIN_SCORE + 5),  # an informational Xid is all there is (reduce/lone.py)
+            unexplained_sigkill(findings, MIN_SCORE + 5),  # a SIGKILL nothing else explains: likely memory
         )
         for fallback in fallbacks:
             if fallback is not None and weak:

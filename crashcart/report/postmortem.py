@@ -16,7 +16,15 @@ from crashcart.models import DiagnosisDocument, DocCitation, DocRunbook
 from crashcart.report.document import llm_summary
 from crashcart.report.reading import NOTHING_FOUND, nothing_found, plain_summary
 from crashcart.report.spans import ranges
-from crashcart.report.words import ROOT_UNKNOWN, class_title, clip, reasons, severity_words, titles_for_ids
+from crashcart.report.words import (
+    ROOT_UNKNOWN,
+    class_title,
+    clip,
+    confidence_word,
+    reasons,
+    severity_words,
+    titles_for_ids,
+)
 from crashcart.text.clock import from_iso
 
 TEAM = "*To be filled in by the team.*"
@@ -117,7 +125,7 @@ def _title(class_id: str, *, root: bool = False) -> str:
 
 def _summary(doc: DiagnosisDocument) -> list[str]:
     root = doc.root_cause
-    level = "high" if root.confidence >= 0.75 else "medium" if root.confidence >= 0.5 else "low"
+    level = confidence_word(root.confidence)
     lines = ["## Summary", ""]
     if nothing_found(doc):
         files = f"{doc.stats.files} file" + ("s" if doc.stats.files != 1 else "")

@@ -15,7 +15,15 @@ from rich.text import Text
 from crashcart.models import WHOLE_JOB_STOPS, DiagnosisDocument, DocCitation, DocSymptom
 from crashcart.report.document import llm_summary
 from crashcart.report.reading import NOT_A_FAILURE, NOTHING_FOUND, nothing_found, plain_summary
-from crashcart.report.words import ROOT_UNKNOWN, class_title, clip, reasons, severity_words, titles_for_ids
+from crashcart.report.words import (
+    ROOT_UNKNOWN,
+    class_title,
+    clip,
+    confidence_word,
+    reasons,
+    severity_words,
+    titles_for_ids,
+)
 from crashcart.text.clock import from_iso
 
 MAX_QUOTE, MAX_HEADLINE, MAX_ROWS = 220, 180, 12
@@ -200,5 +208,4 @@ def _coverage(doc: DiagnosisDocument, console: Console) -> None:
 
 
 def _confidence(c: float) -> str:
-    word = "high" if c >= 0.8 else "medium" if c >= 0.55 else "low"
-    return f"{word} ({c:.2f})"
+    return f"{confidence_word(c)} ({c:.2f})"

@@ -18,6 +18,14 @@ SEVERITY = {
 }
 _OWN_TITLES = {"unknown": "Unclassified error", "no_failure": "No failure found"}
 ROOT_UNKNOWN = "Root cause not established"
+HIGH, MEDIUM = 0.8, 0.55  # one scale for every reader: terminal, postmortem, and the eval's "high-confidence"
+
+
+def confidence_word(c: float) -> str:
+    """ "high", "medium" or "low" for a root cause's confidence (0-1)."""
+    return "high" if c >= HIGH else "medium" if c >= MEDIUM else "low"
+
+
 _REASONS: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"^P\d[\w-]* class$"), ""),  # the severity has its own line
     (re.compile(r"^specific to (.+)$"), r"seen only on \1, not across the job"),
