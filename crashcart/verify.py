@@ -122,6 +122,9 @@ def verify(
         culprit, why = _proven_culprit(diag.culprit, texts, one_node)
         notes.extend(why)
         update["culprit"] = culprit
+        said, proven = culprit_place(diag.culprit), culprit_place(culprit)
+        if said != proven and said in diag.summary:  # the summary names no place the evidence does not
+            update["summary"] = diag.summary.replace(said, proven, 1)
     if dropped:
         notes.append(f"{len(dropped)} claim(s) dropped: their citations did not verify")
     return Verified(diagnosis=diag.model_copy(update=update), citations=cites, dropped=dropped, notes=notes)
@@ -167,6 +170,21 @@ def rank_named(rank: int, file: str, text: str, *, single_node: bool = False) ->
         text = _LOCAL_RANK.sub(" ", text)  # "--local-rank 3" is no "rank 3" on several nodes
     # a path names a rank the way the bundle reads it ("worker-5.log", "proc5.log": text/prefix.rank_of_path)
     return bool(pat.search(text) or pat.search(file.replace("/", " ")) or rank_of_path(file) == rank)
+
+
+def culprit_place(culprit: Culprit) -> str:
+    """`` on node N (rank R, GPU G)``, `` on rank R``, or "" — the words a root cause's summary uses for its place."""
+    extra = [
+        x
+        for x in (
+            f"rank {culprit.rank}" if culprit.rank is not None else "",
+            f"GPU {culprit.gpu}" if culprit.gpu else "",
+        )
+        if x
+    ]
+    if culprit.node:
+        return f" on node {culprit.node}" + (f" ({', '.join(extra)})" if extra else "")
+    return " on " + ", ".join(extra) if extra else ""
 
 
 def node_named(node: str, file: str, text: str) -> bool:

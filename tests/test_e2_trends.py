@@ -263,3 +263,44 @@ def test_megatron_s_loss_scale_halving_to_one_across_iteration_lines() -> None:
     assert trends.loss_scale_collapse(steady) is None
     no_skips = [megatron(10 * (i + 1), line=i + 1, scale=v) for i, v in enumerate(scales)]
     assert trends.loss_scale_collapse(no_skips) is None
+
+
+def test_a_spike_the_run_recovers_from_needs_the_gradient_blowing_up_first() -> None:
+    losses = (1.91, 1.95, 1.93, 1.90, 4.70, 3.10, 2.20, 1.94, 1.92, 1.93)
+    grads = (0.31, 0.28, 0.30, 9.5, 210.0, 80.0, 3.0, 0.4, 0.3, 0.3)
+    spiked = [megatron(700 + i, line=1 + i, loss=v, grad=g) for i, (v, g) in enumerate(zip(losses, grads, strict=True))]
+    assert trends.loss_spike(spiked) is None  # it came back down: no divergence
+    c = trends.recovered_spike(spiked)
+    assert c is not None and c.first.evidence[0] == spiked[4].evidence[0]
+    assert spiked[3].evidence[0] in [f.evidence[0] for f in c.findings]
+    assert c.penalties  # never high on its own
+    calm = [megatron(700 + i, line=1 + i, loss=v) for i, v in enumerate(losses)]  # the same loss, a steady grad norm
+    assert trends.recovered_spike(calm) is None
+
+
+def test_a_recovered_spike_is_the_answer_only_when_nothing_failed(make_bundle, settings: Settings) -> None:  # type: ignore[no-untyped-def]
+    losses = (1.91, 1.95, 1.93, 1.90, 4.70, 3.10, 2.20, 1.94, 1.92, 1.93)
+    grads = (0.31, 0.28, 0.30, 9.5, 210.0, 80.0, 3.0, 0.4, 0.3, 0.3)
+    lines = [
+        megatron(700 + i, line=1 + i, loss=v, grad=g).evidence[0].text
+        for i, (v, g) in enumerate(zip(losses, grads, strict=True))
+    ]
+    alone = asyncio.run(diagnose(make_bundle({"logs/train.log": "\n".join(lines) + "\n"}), settings))
+    rc = alone.document.root_cause
+    assert rc.class_ == "loss_spike_divergence" and 0.55 <= rc.confidence < 0.8
+    assert any(c.line == 5 and c.verified for c in rc.citations)
+    crashed = "\n".join(
+        [*lines, "Traceback (most recent call last):", '  File "t.py", line 3, in <module>', "KeyError: 'x'"]
+    )
+    out = asyncio.run(diagnose(make_bundle({"logs/train.log": crashed + "\n"}), settings))
+    assert out.document.root_cause.class_ == "python_exception_rank_crash"
+
+
+def test_a_summary_names_no_place_the_culprit_check_withheld(make_bundle, settings: Settings) -> None:  # type: ignore[no-untyped-def]
+    losses = (2.95, 2.91, 2.93, 2.90, 2.94, 6.80, 6.95, 7.10)
+    lines = ["[default3]:" + megatron(5000 + 10 * i, line=i + 1, loss=v).evidence[0].text for i, v in enumerate(losses)]
+    out = asyncio.run(diagnose(make_bundle({"train.log": "\n".join(lines) + "\n"}), settings))
+    rc = out.document.root_cause
+    assert rc.class_ == "loss_spike_divergence"
+    assert rc.culprit.rank is None  # a local rank in one pasted log is no global rank the lines prove
+    assert "rank 3" not in rc.summary

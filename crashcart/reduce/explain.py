@@ -22,7 +22,7 @@ from crashcart.models import (
 )
 from crashcart.reduce.adjust import calibrate, peer_suspect, specific_lines
 from crashcart.reduce.causal import INHERITED_SLACK, Candidate, Picture, own_time
-from crashcart.verify import gpu_named, node_named, rank_named
+from crashcart.verify import culprit_place, gpu_named, node_named, rank_named
 
 NEIGHBOUR_LINES = 5
 MAX_TIMELINE = 24
@@ -104,22 +104,7 @@ def _when(t: datetime | None) -> str:
 
 
 def _summary(c: Candidate, culprit: Culprit) -> str:
-    cat = load_catalogue()
-    where = []
-    if culprit.node:
-        where.append(f"node {culprit.node}")
-    extra = [
-        x
-        for x in (
-            f"rank {culprit.rank}" if culprit.rank is not None else "",
-            f"GPU {culprit.gpu}" if culprit.gpu else "",
-        )
-        if x
-    ]
-    place = " on " + where[0] if where else ""
-    if extra:
-        place += f" ({', '.join(extra)})" if where else " on " + ", ".join(extra)
-    return f"{cat.class_title(c.class_id)}{place}{_when(c.time)}: {c.first.summary}"
+    return f"{load_catalogue().class_title(c.class_id)}{culprit_place(culprit)}{_when(c.time)}: {c.first.summary}"
 
 
 def _compose(

@@ -53,7 +53,7 @@ from crashcart.reduce.smells import (
     master_addr_smell,
 )
 from crashcart.reduce.throughput import slow_candidates
-from crashcart.reduce.trends import trend_candidates
+from crashcart.reduce.trends import recovered_spike, trend_candidates
 from crashcart.reduce.verdict import no_failure
 
 MIN_SCORE = 30.0
@@ -133,6 +133,7 @@ def _decide(groups: list[Group], findings: list[Finding], topo: Topology, last: 
             _lone_cascade(findings, topo),
             lone_hardware_event(findings, MIN_SCORE + 5),  # an informational Xid is all there is (reduce/lone.py)
             unexplained_sigkill(findings, MIN_SCORE + 5),  # a SIGKILL nothing else explains: likely memory
+            recovered_spike(findings),  # the loss spiked and recovered, and nothing failed (reduce/trends.py)
         )
         for fallback in fallbacks:
             if fallback is not None and weak:

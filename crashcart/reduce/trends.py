@@ -178,8 +178,10 @@ def _iteration_scale_floor(findings: list[Finding]) -> tuple[list[Finding], str]
 # Loss spike
 
 
-def loss_spike(findings: list[Finding]) -> Candidate | None:
-    """The loss of one log's iteration lines jumping to about twice its earlier level and staying up."""
+def loss_spike(findings: list[Finding], recovered: bool = False) -> Candidate | None:
+    """The loss of one log's iteration lines jumping to about twice its earlier level and staying up; with
+    ``recovered``, a jump that came back down but that a gradient-norm jump just before it confirms (TAXONOMY 32:
+    a spike is the event, divergence is what may follow)."""
     series: dict[tuple[str, int | None], list[Finding]] = defaultdict(list)
     for f in findings:
         if f.signature == ITERATION and _num(f.fields.get("loss")) is not None:
@@ -193,16 +195,20 @@ def loss_spike(findings: list[Finding]) -> Candidate | None:
             v = values[i]
             if base <= 0 or v < SPIKE_RATIO * base or v - base < SPIKE_ABS:
                 continue
-            if median(values[i:]) < STAYS_UP * base:
-                continue  # it came back down: a blip, training went on
-            c = _spike_candidate(items, i, base, v)
-            if best is None or v / base > best[0]:
+            if (median(values[i:]) < STAYS_UP * base) != recovered:
+                continue  # it came back down (a blip) / it stayed up (a divergence, not a blip)
+            c = _spike_candidate(items, i, base, v, values if recovered else None)
+            if c is not None and (best is None or v / base > best[0]):
                 best = (v / base, c)
             break
     return best[1] if best is not None else None
 
 
-def _spike_candidate(items: list[Finding], i: int, base: float, v: float) -> Candidate:
+def _spike_candidate(
+    items: list[Finding], i: int, base: float, v: float, values: list[float] | None = None
+) -> Candidate | None:
+    """The candidate citing the jump (and a grad-norm jump just before it); ``values`` given: a recovered spike,
+    None without that grad-norm jump."""
     summary = (
         f"training loss jumped from about {base:.3g} to {v:.3g} at iteration {items[i].fields.get('iteration', '?')}"
     )
@@ -215,12 +221,27 @@ def _spike_candidate(items: list[Finding], i: int, base: float, v: float) -> Can
         if n is not None and len(earlier) >= 2 and n >= GRAD_JUMP * median(earlier):
             cited.insert(0, _as_root(items[j], SPIKE, f"the gradient norm jumped to {n:g} just before"))
             break
+    if values is not None and len(cited) == 1:
+        return None  # a loss blip alone is noise; with the gradient blowing up first it is a spike
     c = Candidate(SPIKE, cited, [])
     c.lead = lead
     c.score = BASE_SPIKE
-    c.reasons.append(summary + " and did not come back down: the run diverged")
+    if values is None:
+        c.reasons.append(summary + " and did not come back down: the run diverged")
+    else:
+        back = next((k for k in range(i + 1, len(values)) if values[k] < STAYS_UP * base), None)
+        when = f" by iteration {items[back].fields.get('iteration', '?')}" if back is not None else ""
+        c.reasons.append(summary + f", after the gradient norm blew up, and came back down{when}: a loss spike")
+        c.penalties.append("the loss recovered and training went on: a spike, not a crash")
     c.penalties.append("inferred from the trend of the logged loss, not from a line that reports a failure")
     return c
+
+
+def recovered_spike(findings: list[Finding]) -> Candidate | None:
+    """Last resort: a loss spike the run recovered from, when nothing in the bundle failed."""
+    if any(f.role in {"root_candidate", "cascade"} and f.signature != ITERATION for f in findings):
+        return None
+    return loss_spike(findings, recovered=True)
 
 
 WAIT_DISCOUNT = 12.0  # a diverged loss does not stop a rank from arriving at a collective
