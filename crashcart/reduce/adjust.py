@@ -59,7 +59,6 @@ def hardware_first(cands: list[Candidate]) -> None:
 WEAK_ROOT_SIGNATURES = frozenset({"torchrun.death_signal", "slurm.cancelled", "slurm.step_abort_teardown"})
 WEAK_CAP = 0.6
 SYMPTOM_CAP = 0.7
-GUESS_CAP = 0.45  # a class none of the root's lines names (every one unclassified): a guess, shown as low
 # Signatures that take any message and give it a class by where it was printed (NCCL's "Cuda failure '%s'" for a
 # CUDA error string no more specific signature knows): the class is a guess, never shown as high confidence.
 CATCH_ALL_SIGNATURES = frozenset({"nccl.cuda_failure"})
@@ -80,8 +79,6 @@ def calibrate(root: Candidate, conf: float) -> float:
         conf = min(conf, WEAK_CAP)
     if root.findings and all(f.signature in TRACE_ROOTS for f in root.findings):
         conf = min(conf, SYMPTOM_CAP)  # where the error passed (communicator set-up), not what it was
-    if root.class_id != "unknown" and root.findings and all(f.class_id == "unknown" for f in root.findings):
-        conf = min(conf, GUESS_CAP)
     return conf
 
 

@@ -41,7 +41,7 @@ from crashcart.reduce.hangs import (
 )
 from crashcart.reduce.host import host_suspects, stale_gpu_memory, switch_endpoint
 from crashcart.reduce.listing import listed_nodes
-from crashcart.reduce.lone import lone_hardware_event, unexplained_sigkill
+from crashcart.reduce.lone import lone_hardware_event
 from crashcart.reduce.memory import killed_work, named_nodes
 from crashcart.reduce.named import barrier_named
 from crashcart.reduce.prolog import prolog_node
@@ -132,7 +132,6 @@ def _decide(groups: list[Group], findings: list[Finding], topo: Topology, last: 
             _summary_hint(findings),
             _lone_cascade(findings, topo),
             lone_hardware_event(findings, MIN_SCORE + 5),  # an informational Xid is all there is (reduce/lone.py)
-            unexplained_sigkill(findings, MIN_SCORE + 5),  # a SIGKILL nothing else explains: likely memory
             recovered_spike(findings),  # the loss spiked and recovered, and nothing failed (reduce/trends.py)
         )
         for fallback in fallbacks:
