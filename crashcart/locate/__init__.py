@@ -2,12 +2,14 @@
 
 ``locate`` infers the job's topology (rank -> node -> GPU) from the logs and the optional manifest
 (``topology``), attributes every finding to its rank, node and GPU, and finds each rank's last line
-(``last``). Input: the bundle and the scan result. Output: topology, attributed findings, last lines.
+(``last``), and marks the progress bar a log ends on (``ends``). Input: the bundle and the scan result.
+Output: topology, attributed findings, last lines.
 """
 
 from __future__ import annotations
 
 from crashcart.ingest.bundle import Bundle
+from crashcart.locate.ends import mark_log_ends
 from crashcart.locate.last import last_lines
 from crashcart.locate.topology import attribute, declared_ranks, infer_topology, layout_ranks, local_to_global
 from crashcart.models import Finding, RankLast, Topology
@@ -29,4 +31,5 @@ def locate(bundle: Bundle, scanned: ScanResult) -> tuple[Topology, list[Finding]
             else f
             for f in findings
         ]
+    findings = mark_log_ends(bundle, findings)  # a bar a log ends on (locate/ends.py)
     return topo, findings, last_lines(bundle, scanned, findings, {**folders, **declared}, local_to_global(topo))

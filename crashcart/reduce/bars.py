@@ -58,6 +58,16 @@ def bar_of(text: str) -> tuple[str, float, int] | None:
     return desc, float(seconds), int(percent) if percent is not None else -1  # -1: a bar without a total
 
 
+def bar_count(text: str) -> tuple[str, str] | None:
+    """``n`` and ``total`` of a line's last tqdm bar that has a total (None for none, or a bar without one)."""
+    last = None
+    for m in _TQDM.finditer(text):
+        last = m
+    if last is None or last.group("n") is None:
+        return None
+    return last.group("n"), last.group("total")
+
+
 def is_work(desc: str) -> bool:
     """A bar description of work that runs outside collectives (not a training loop's own bar)."""
     return bool(desc) and _TRAIN_DESC.search(desc) is None and _WORK_DESC.search(desc) is not None

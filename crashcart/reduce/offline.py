@@ -52,6 +52,7 @@ from crashcart.reduce.smells import (
     interface_smells,
     master_addr_smell,
 )
+from crashcart.reduce.stalls import lone_waiters, stalled_bar
 from crashcart.reduce.throughput import slow_candidates
 from crashcart.reduce.trends import recovered_spike, trend_candidates
 from crashcart.reduce.verdict import no_failure
@@ -133,6 +134,8 @@ def _decide(groups: list[Group], findings: list[Finding], topo: Topology, last: 
             _lone_cascade(findings, topo),
             lone_hardware_event(findings, MIN_SCORE + 5),  # an informational Xid is all there is (reduce/lone.py)
             recovered_spike(findings),  # the loss spiked and recovered, and nothing failed (reduce/trends.py)
+            lone_waiters(findings, topo),  # only the waiters' timeouts; other ranks absent (reduce/stalls.py)
+            stalled_bar(findings, topo),  # a log ending on a bar that never advanced, nothing failed
         )
         for fallback in fallbacks:
             if fallback is not None and weak:
