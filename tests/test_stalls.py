@@ -1,0 +1,197 @@
+"""Stalls no line names, and a training that stops on its own time budget (crashcart/reduce/stalls.py,
+crashcart/locate/ends.py, the ``training.time_budget_exit`` and ``megatron.exit_signal`` signatures; issue 14,
+capabilities 4, 5 and 6).
+
+Lines are in the shapes their emitters print, none copied from a corpus case: c10d ProcessGroupNCCL's watchdog
+(``Watchdog caught collective operation timeout: WorkNCCL(...)``, ``Exception (either an error or timeout) detected
+by watchdog at work``), gloo's unbound_buffer.cc ``Timed out waiting <ms>ms for recv operation to complete``,
+tqdm's format_meter (``<desc>: <pct>%|<bar>| <n>/<total> [<elapsed><<remaining>, <rate><postfix>]``; a bar is drawn
+when created and again only on an update), NCCL's init line, Megatron's print_datetime
+(``[<string>] datetime: <%Y-%m-%d %H:%M:%S[.%f]> ``), fairseq's should_stop_early.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from crashcart.models import RankInfo, Topology
+from crashcart.reduce import stalls
+from crashcart.settings import Settings
+from tests.kit import assert_class, finding, run_files, winner
+
+WAIT_CLASS = "rank_hang_or_missing_rank"
+
+
+def watchdog(rank: int, *, seq: int = 912, op: str = "ALLREDUCE", timeout_ms: int = 600_000, line: int = 1):
+    text = (
+        f"[rank{rank}]:[E0312 11:20:07.004512344 ProcessGroupNCCL.cpp:616] [Rank {rank}] Watchdog caught collective "
+        f"operation timeout: WorkNCCL(SeqNum={seq}, OpType={op}, NumelIn=2097152, NumelOut=2097152, "
+        f"Timeout(ms)={timeout_ms}) ran for {timeout_ms + 71} milliseconds before timing out."
+    )
+    return finding("nccl.watchdog_timeout", text, rank=rank, line=line)
+
+
+def work_state(rank: int, *, seq: int = 912, line: int = 2):
+    text = (
+        f"[rank{rank}]:[E0312 11:20:07.004601120 ProcessGroupNCCL.cpp:1680] [PG ID 0 PG GUID 0(default_pg) Rank "
+        f"{rank}] Exception (either an error or timeout) detected by watchdog at work: {seq}, last enqueued NCCL work: "
+        f"{seq}, last completed NCCL work: {seq - 1}."
+    )
+    return finding("nccl.watchdog_work_state", text, rank=rank, line=line)
+
+
+def world(n: int, present: set[int]) -> Topology:
+    return Topology(world_size=n, ranks={r: RankInfo(rank=r) for r in present})
+
+
+# ---------------------------------------------------------------------------------------------
+# Lone waiters
+
+
+def test_only_the_waiters_timeouts_and_absent_ranks_name_a_rank_that_did_not_arrive() -> None:
+    found = [watchdog(6, line=1), work_state(6, line=2), watchdog(7, line=3)]
+    c = stalls.lone_waiters(found, world(8, {6, 7}))
+    assert c is not None and c.class_id == WAIT_CLASS
+    assert c.first.evidence[0] == found[0].evidence[0]
+    assert c.where is not None and c.where.rank is None  # the waiters are not the culprit; no line names one
+    assert c.inferred and c.penalties
+    assert "ranks 0-5" in c.first.summary and "600 s" in c.first.summary
+
+
+def test_gloo_waits_count_as_waits() -> None:
+    text = (
+        "[rank2]: RuntimeError: [../third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:81] Timed out waiting "
+        "1800000ms for recv operation to complete"
+    )
+    w = winner(text)
+    assert w is not None
+    c = stalls.lone_waiters([finding(w[0], text, rank=2)], world(4, {2}))
+    assert c is not None and "ranks 0, 1, 3" in c.first.summary
+
+
+def test_every_rank_in_the_bundle_waiting_says_nothing_of_which_did_not_arrive() -> None:
+    found = [watchdog(r, line=r + 1) for r in range(4)]
+    assert stalls.lone_waiters(found, world(4, set(range(4)))) is None
+
+
+def test_a_short_timeout_is_left_to_its_own_story() -> None:
+    assert stalls.lone_waiters([watchdog(1, timeout_ms=60_000)], world(4, {1})) is None
+
+
+def test_other_failures_or_different_collectives_are_not_lone_waits() -> None:
+    peer = finding(
+        "nccl.remote_error",
+        "[rank1]: torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/NCCLUtils.hpp:"
+        "275, remote process exited or there was a network error, NCCL version 2.21.5",
+        rank=1,
+        line=5,
+    )
+    assert stalls.lone_waiters([watchdog(1), peer], world(4, {1})) is None
+    apart = [watchdog(1, seq=912, line=1), watchdog(2, seq=910, op="ALLGATHER", line=2)]
+    assert stalls.lone_waiters(apart, world(4, {1, 2})) is None
+
+
+# ---------------------------------------------------------------------------------------------
+# A log ending on a bar that never advanced
+
+NCCL_INIT = [
+    "gpu-a7:4410:4499 [0] NCCL INFO comm 0x55d1a8c0 rank 0 nranks 4 cudaDev 0 nvmlDev 0 busId 1b000 commId "
+    "0x1c2d3e4f5a6b7c8d - Init COMPLETE",
+    "gpu-a7:4411:4502 [1] NCCL INFO comm 0x55d1b310 rank 1 nranks 4 cudaDev 1 nvmlDev 1 busId 1c000 commId "
+    "0x1c2d3e4f5a6b7c8d - Init COMPLETE",
+]
+STALLED = {
+    "lm-eval": "Running loglikelihood requests:   0%|          | 0/48211 [00:00<?, ?it/s]",
+    "shards": "Loading checkpoint shards:   0%|          | 0/4 [00:00<?, ?it/s]",
+    "vllm-add": "Adding requests:   0%|          | 0/250 [00:00<?, ?it/s]",
+    "refreshed": "Processed prompts:   0%|          | 0/1024 [07:31<?, ?it/s, est. speed input: 0.00 toks/s]",
+}
+
+
+@pytest.mark.parametrize("bar", list(STALLED.values()), ids=list(STALLED))
+def test_a_log_ending_on_a_bar_that_never_advanced_is_a_stall(tmp_path: Path, settings: Settings, bar: str) -> None:
+    out = run_files(tmp_path / "b", {"worker.log": "\n".join([*NCCL_INIT, bar]) + "\n\n"}, settings)
+    rc = out.document.root_cause
+    assert rc.class_ == WAIT_CLASS, rc.summary
+    assert rc.confidence < 0.8
+    assert rc.culprit.rank is None and rc.culprit.node is None
+    assert any(c.line == 3 for c in rc.citations)
+
+
+@pytest.mark.parametrize(
+    ("lines", "why"),
+    [
+        ([*NCCL_INIT, "Loading checkpoint shards:  50%|█████     | 2/4 [00:41<00:41, 20.6s/it]"], "it advanced"),
+        (
+            [
+                *NCCL_INIT,
+                STALLED["shards"],
+                "INFO 03-12 11:02:13 model_runner.py:1072] Loading model weights took 13 GB",
+            ],
+            "the log goes on",
+        ),
+        ([STALLED["shards"]], "one process"),
+        (
+            [*NCCL_INIT, "RuntimeError: CUDA error: an illegal memory access was encountered", STALLED["shards"]],
+            "an error",
+        ),
+    ],
+    ids=["advanced", "goes-on", "single", "error"],
+)
+def test_no_stall_when_the_bar_advanced_the_log_goes_on_one_process_or_an_error(
+    tmp_path: Path, settings: Settings, lines: list[str], why: str
+) -> None:
+    out = run_files(tmp_path / "b", {"worker.log": "\n".join(lines) + "\n"}, settings)
+    assert "never advanced" not in out.document.root_cause.summary, why
+
+
+# ---------------------------------------------------------------------------------------------
+# A planned time budget that ran out
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "[exiting program after 719.9731 minutes] datetime: 2022-11-20 08:13:44 ",  # Megatron 2021-2023
+        "[rank0]: [exiting program after 30.0082 minutes] datetime: 2026-01-05 19:40:02.115340 ",  # f-string, .%f
+        "12: [exiting program after 2850.51 minutes] datetime: 2024-07-01 06:00:00 ",  # srun -l
+        "2023-04-02 09:30:11 | INFO | fairseq_cli.train | Stopping training due to cumulative_training_time: 48.0051 "
+        "> stop_time_hours: 48.0 hour(s)",
+        "Time limit reached. Elapsed time is 2 days, 0:00:04. Signaling Trainer to stop.",  # Lightning's Timer
+    ],
+)
+def test_a_planned_time_budget_is_a_time_limit(text: str) -> None:
+    assert_class("time budget", text, "scheduler_preemption_or_timelimit")
+
+
+def test_an_exit_interval_or_an_update_budget_is_not_a_time_limit() -> None:
+    for text in (
+        "[exiting program at iteration 20000] datetime: 2023-01-09 10:00:00 ",
+        "Stopping training due to num_updates: 500000 >= max_update: 500000",
+    ):
+        got = winner(text)
+        assert got is None or got[1] != "scheduler_preemption_or_timelimit", (text, got)
+
+
+def test_megatrons_signal_exit_is_a_weak_stop() -> None:
+    from crashcart.reduce.adjust import WEAK_ROOT_SIGNATURES
+
+    got = winner("[exiting program after receiving SIGTERM.] datetime: 2025-06-30 23:59:58.001200 ")
+    assert got == ("megatron.exit_signal", "scheduler_preemption_or_timelimit")
+    assert "megatron.exit_signal" in WEAK_ROOT_SIGNATURES  # an error printed before it says why
+
+
+def test_a_megatron_run_that_ends_on_its_time_budget_is_a_time_limit(tmp_path: Path, settings: Settings) -> None:
+    log = [
+        " iteration     4100/   50000 | consumed samples:      2099200 | elapsed time per iteration (ms): 10412.7 |"
+        " learning rate: 2.910E-04 | global batch size:   512 | lm loss: 2.104511E+00 | loss scale: 1.0 |",
+        "saving checkpoint at iteration    4104 to /ckpt/gpt-8b",
+        "  successfully saved checkpoint at iteration    4104 to /ckpt/gpt-8b",
+        "[exiting program after 712.0344 minutes] datetime: 2024-10-02 13:12:40 ",
+    ]
+    out = run_files(tmp_path / "b", {"logs/train-5521.out": "\n".join(log) + "\n"}, settings)
+    rc = out.document.root_cause
+    assert rc.class_ == "scheduler_preemption_or_timelimit", rc.summary
+    assert any(c.line == 4 for c in rc.citations)
