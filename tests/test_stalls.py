@@ -195,3 +195,23 @@ def test_a_megatron_run_that_ends_on_its_time_budget_is_a_time_limit(tmp_path: P
     rc = out.document.root_cause
     assert rc.class_ == "scheduler_preemption_or_timelimit", rc.summary
     assert any(c.line == 4 for c in rc.citations)
+
+
+# ---------------------------------------------------------------------------------------------
+# Validation on one rank, announced, while the others wait (reduce/hangs.py's announced steps)
+
+
+def test_validation_announced_on_one_rank_before_the_others_time_out(tmp_path: Path, settings: Settings) -> None:
+    """finetrainers' run_validation prints "===== Memory before validation =====" on the rank that validates; the
+    others wait in their next collective until the watchdog fires."""
+    lines = ["[rank0]:===== Memory before validation ====="]
+    lines += [
+        f"[rank{r}]:[E0214 07:41:02.551200931 ProcessGroupNCCL.cpp:616] [Rank {r}] Watchdog caught collective "
+        "operation timeout: WorkNCCL(SeqNum=5120, OpType=ALLREDUCE, NumelIn=4194304, NumelOut=4194304, "
+        "Timeout(ms)=1800000) ran for 1800057 milliseconds before timing out."
+        for r in (1, 2, 3)
+    ]
+    out = run_files(tmp_path / "b", {"train.log": "\n".join(lines) + "\n"}, settings)
+    rc = out.document.root_cause
+    assert rc.class_ == WAIT_CLASS and rc.culprit.rank == 0, rc.summary
+    assert any(c.line == 1 for c in rc.citations)
