@@ -22,6 +22,7 @@ from crashcart.settings import Settings
 from tests.kit import assert_class, finding, run_files, winner
 
 WAIT_CLASS = "rank_hang_or_missing_rank"
+SCORE = 35.0  # what reduce/offline.py gives its last resorts (MIN_SCORE + 5)
 
 
 def watchdog(rank: int, *, seq: int = 912, op: str = "ALLREDUCE", timeout_ms: int = 600_000, line: int = 1):
@@ -52,7 +53,7 @@ def world(n: int, present: set[int]) -> Topology:
 
 def test_only_the_waiters_timeouts_and_absent_ranks_name_a_rank_that_did_not_arrive() -> None:
     found = [watchdog(6, line=1), work_state(6, line=2), watchdog(7, line=3)]
-    c = stalls.lone_waiters(found, world(8, {6, 7}))
+    c = stalls.lone_waiters(found, world(8, {6, 7}), SCORE)
     assert c is not None and c.class_id == WAIT_CLASS
     assert c.first.evidence[0] == found[0].evidence[0]
     assert c.where is not None and c.where.rank is None  # the waiters are not the culprit; no line names one
@@ -67,17 +68,17 @@ def test_gloo_waits_count_as_waits() -> None:
     )
     w = winner(text)
     assert w is not None
-    c = stalls.lone_waiters([finding(w[0], text, rank=2)], world(4, {2}))
+    c = stalls.lone_waiters([finding(w[0], text, rank=2)], world(4, {2}), SCORE)
     assert c is not None and "ranks 0, 1, 3" in c.first.summary
 
 
 def test_every_rank_in_the_bundle_waiting_says_nothing_of_which_did_not_arrive() -> None:
     found = [watchdog(r, line=r + 1) for r in range(4)]
-    assert stalls.lone_waiters(found, world(4, set(range(4)))) is None
+    assert stalls.lone_waiters(found, world(4, set(range(4))), SCORE) is None
 
 
 def test_a_short_timeout_is_left_to_its_own_story() -> None:
-    assert stalls.lone_waiters([watchdog(1, timeout_ms=60_000)], world(4, {1})) is None
+    assert stalls.lone_waiters([watchdog(1, timeout_ms=60_000)], world(4, {1}), SCORE) is None
 
 
 def test_other_failures_or_different_collectives_are_not_lone_waits() -> None:
@@ -88,9 +89,9 @@ def test_other_failures_or_different_collectives_are_not_lone_waits() -> None:
         rank=1,
         line=5,
     )
-    assert stalls.lone_waiters([watchdog(1), peer], world(4, {1})) is None
+    assert stalls.lone_waiters([watchdog(1), peer], world(4, {1}), SCORE) is None
     apart = [watchdog(1, seq=912, line=1), watchdog(2, seq=910, op="ALLGATHER", line=2)]
-    assert stalls.lone_waiters(apart, world(4, {1, 2})) is None
+    assert stalls.lone_waiters(apart, world(4, {1, 2}), SCORE) is None
 
 
 # ---------------------------------------------------------------------------------------------

@@ -134,8 +134,8 @@ def _decide(groups: list[Group], findings: list[Finding], topo: Topology, last: 
             _lone_cascade(findings, topo),
             lone_hardware_event(findings, MIN_SCORE + 5),  # an informational Xid is all there is (reduce/lone.py)
             recovered_spike(findings),  # the loss spiked and recovered, and nothing failed (reduce/trends.py)
-            lone_waiters(findings, topo),  # only the waiters' timeouts; other ranks absent (reduce/stalls.py)
-            stalled_bar(findings, topo),  # a log ending on a bar that never advanced, nothing failed
+            lone_waiters(findings, topo, MIN_SCORE + 5),  # only the waiting ranks timed out (reduce/stalls.py)
+            stalled_bar(findings, topo, MIN_SCORE + 5),  # a log ending on a bar that never advanced
         )
         for fallback in fallbacks:
             if fallback is not None and weak:

@@ -22,7 +22,6 @@ from crashcart.reduce.hangs import HANG, SHORT_TIMEOUT_MS, as_root, timeout_ms, 
 from crashcart.reduce.verdict import benign
 from crashcart.scan.hang_evidence.collectives import ranks_text
 
-STALL_SCORE = 35.0  # as reduce/offline.py's other last resorts (MIN_SCORE + 5): above the floor, below any cause
 BAR = "progress.tqdm"
 WATCHDOG = "nccl.watchdog_timeout"  # c10d's "Watchdog caught collective operation timeout: WorkNCCL(...)"
 
@@ -37,7 +36,7 @@ def _nothing_else_failed(findings: list[Finding], allowed: set[str]) -> bool:
     return all(f.role in {"context", "teardown"} or f.id in allowed or f.id in aborts or benign(f) for f in findings)
 
 
-def lone_waiters(findings: list[Finding], topo: Topology) -> Candidate | None:
+def lone_waiters(findings: list[Finding], topo: Topology, score: float) -> Candidate | None:
     """Only the waiting ranks' timeouts, a full-length timeout, one collective, and ranks absent from the bundle."""
     waiting = waits(findings)
     waited = {f.rank for f in waiting if f.rank is not None}
@@ -63,7 +62,7 @@ def lone_waiters(findings: list[Finding], topo: Topology) -> Candidate | None:
         f"{_word(waited)} waited the full {limit / 1000:.0f} s timeout{what}; {_word(absent)} of the job wrote nothing "
         "in the bundle and no line reports an error: a rank that did not arrive (busy outside the collective, or hung)"
     )
-    c = Candidate(HANG, [as_root(f, HANG, summary) for f in lines[:3]], [], score=STALL_SCORE, inferred=True)
+    c = Candidate(HANG, [as_root(f, HANG, summary) for f in lines[:3]], [], score=score, inferred=True)
     c.lead = c.findings[0]
     c.where = Culprit()  # the waiting rank is not the culprit, and no line names the absent one
     c.reasons.append(summary)
@@ -71,7 +70,7 @@ def lone_waiters(findings: list[Finding], topo: Topology) -> Candidate | None:
     return c
 
 
-def stalled_bar(findings: list[Finding], topo: Topology) -> Candidate | None:
+def stalled_bar(findings: list[Finding], topo: Topology, score: float) -> Candidate | None:
     """A log that ends on a bar that never advanced, in a job of two ranks or more, where nothing failed."""
     world = topo.world_size or len(topo.ranks)
     if world < 2 or not _nothing_else_failed(findings, set()):
@@ -90,7 +89,7 @@ def stalled_bar(findings: list[Finding], topo: Topology) -> Candidate | None:
             f"the log ends on “{what[:60]}” at 0/{count[1]}, a bar that never advanced, in a job of {world} ranks, "
             "and no line reports an error: the job stalled there"
         )
-        c = Candidate(HANG, [as_root(f, HANG, summary)], [], score=STALL_SCORE, inferred=True)
+        c = Candidate(HANG, [as_root(f, HANG, summary)], [], score=score, inferred=True)
         c.lead = c.findings[0]
         c.where = Culprit()  # every rank stops when one stalls a collective; the bar does not say which
         c.reasons.append(summary)
