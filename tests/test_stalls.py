@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from crashcart.models import RankInfo, Topology
+from crashcart.models import Finding, RankInfo, Topology
 from crashcart.reduce import stalls
 from crashcart.settings import Settings
 from tests.kit import assert_class, finding, run_files, winner
@@ -25,7 +25,7 @@ WAIT_CLASS = "rank_hang_or_missing_rank"
 SCORE = 35.0  # what reduce/offline.py gives its last resorts (MIN_SCORE + 5)
 
 
-def watchdog(rank: int, *, seq: int = 912, op: str = "ALLREDUCE", timeout_ms: int = 600_000, line: int = 1):
+def watchdog(rank: int, *, seq: int = 912, op: str = "ALLREDUCE", timeout_ms: int = 600_000, line: int = 1) -> Finding:
     text = (
         f"[rank{rank}]:[E0312 11:20:07.004512344 ProcessGroupNCCL.cpp:616] [Rank {rank}] Watchdog caught collective "
         f"operation timeout: WorkNCCL(SeqNum={seq}, OpType={op}, NumelIn=2097152, NumelOut=2097152, "
@@ -34,7 +34,7 @@ def watchdog(rank: int, *, seq: int = 912, op: str = "ALLREDUCE", timeout_ms: in
     return finding("nccl.watchdog_timeout", text, rank=rank, line=line)
 
 
-def work_state(rank: int, *, seq: int = 912, line: int = 2):
+def work_state(rank: int, *, seq: int = 912, line: int = 2) -> Finding:
     text = (
         f"[rank{rank}]:[E0312 11:20:07.004601120 ProcessGroupNCCL.cpp:1680] [PG ID 0 PG GUID 0(default_pg) Rank "
         f"{rank}] Exception (either an error or timeout) detected by watchdog at work: {seq}, last enqueued NCCL work: "
