@@ -72,6 +72,12 @@ def test_gloo_waits_count_as_waits() -> None:
     assert c is not None and "ranks 0, 1, 3" in c.first.summary
 
 
+def test_a_lone_rank_0_waited_for_ranks_the_bundle_leaves_out() -> None:
+    """A collective of one process never times out: rank 0's timeout alone (world size read as 1) waited for others."""
+    c = stalls.lone_waiters([watchdog(0), work_state(0)], world(1, {0}), SCORE)
+    assert c is not None and "the job's other ranks" in c.first.summary
+
+
 def test_every_rank_in_the_bundle_waiting_says_nothing_of_which_did_not_arrive() -> None:
     found = [watchdog(r, line=r + 1) for r in range(4)]
     assert stalls.lone_waiters(found, world(4, set(range(4))), SCORE) is None

@@ -54,19 +54,22 @@ def lone_waiters(findings: list[Finding], topo: Topology, score: float) -> Candi
     seen = {f.rank for f in findings if f.rank is not None} | set(topo.ranks)
     world = topo.world_size or max(seen) + 1
     absent = set(range(world)) - seen
-    if not absent:
+    if not absent and world >= 2:
         return None  # every rank is in the bundle and none is missing: nothing says which one did not arrive
+    # a collective or a store wait of one process never times out: a bundle that shows only the waiter (its world
+    # size read as its own rank + 1) leaves out the ranks it waited for, whichever they are
+    others = _word(absent) if absent else "the job's other ranks"
     _, seq, op = next(iter(works)) if works else ("", "", "")
     what = f" in {op or 'the collective'} #{seq}" if seq else ""
     summary = (
-        f"{_word(waited)} waited the full {limit / 1000:.0f} s timeout{what}; {_word(absent)} of the job wrote nothing "
+        f"{_word(waited)} waited the full {limit / 1000:.0f} s timeout{what}; {others} wrote nothing "
         "in the bundle and no line reports an error: a rank that did not arrive (busy outside the collective, or hung)"
     )
     c = Candidate(HANG, [as_root(f, HANG, summary) for f in lines[:3]], [], score=score, inferred=True)
     c.lead = c.findings[0]
     c.where = Culprit()  # the waiting rank is not the culprit, and no line names the absent one
     c.reasons.append(summary)
-    c.penalties.append(f"inferred: which of {_word(absent)} did not arrive, and why, no line in the bundle says")
+    c.penalties.append(f"inferred: which of {others} did not arrive, and why, no line in the bundle says")
     return c
 
 
