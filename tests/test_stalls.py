@@ -114,6 +114,7 @@ STALLED = {
     "shards": "Loading checkpoint shards:   0%|          | 0/4 [00:00<?, ?it/s]",
     "vllm-add": "Adding requests:   0%|          | 0/250 [00:00<?, ?it/s]",
     "refreshed": "Processed prompts:   0%|          | 0/1024 [07:31<?, ?it/s, est. speed input: 0.00 toks/s]",
+    "first-step": "Epoch 0:   0%|          | 0/3125 [00:00<?, ?it/s]",  # the first step's collective never completed
 }
 
 
@@ -125,6 +126,7 @@ def test_a_log_ending_on_a_bar_that_never_advanced_is_a_stall(tmp_path: Path, se
     assert rc.confidence < 0.8
     assert rc.culprit.rank is None and rc.culprit.node is None
     assert any(c.line == 3 for c in rc.citations)
+    assert any(c.line == 2 for c in rc.citations)  # the communicator that was up before it
 
 
 @pytest.mark.parametrize(

@@ -96,6 +96,24 @@ def stalled_bar(findings: list[Finding], topo: Topology, score: float) -> Candid
         c.lead = c.findings[0]
         c.where = Culprit()  # every rank stops when one stalls a collective; the bar does not say which
         c.reasons.append(summary)
+        init = _communicator_up(f, findings)
+        if init is not None:  # cited beside the bar: the ranks were connected, then nothing moved
+            c.findings.append(init)
+            c.reasons.append(f"the NCCL communicator of {init.fields.get('nranks', '?')} ranks was up before it")
         c.penalties.append("inferred: the log just ends; no line says the job hung, where, or why")
         return c
     return None
+
+
+def _communicator_up(bar: Finding, findings: list[Finding]) -> Finding | None:
+    """The last NCCL "Init COMPLETE" line of the bar's file before it (nccl.comm_init), if any."""
+    ev = bar.evidence[0]
+    ups = [
+        f
+        for f in findings
+        if f.signature == "nccl.comm_init"
+        and f.fields.get("state") == "COMPLETE"
+        and f.evidence[0].file == ev.file
+        and f.evidence[0].line < ev.line
+    ]
+    return max(ups, key=lambda f: f.evidence[0].line) if ups else None
