@@ -100,6 +100,49 @@ def test_other_failures_or_different_collectives_are_not_lone_waits() -> None:
     assert stalls.lone_waiters(apart, world(4, {1, 2}), SCORE) is None
 
 
+# The watchdog's own abort as c10d and torchrun print it (capability 4): C++ terminate with the what() line, torchrun
+# SIGTERMing the sibling and its summary naming the SIGABRT; teardown, not another failure
+LONE_WAIT_PASTE = [
+    "[rank1]:[E0911 16:42:10.330611182 ProcessGroupNCCL.cpp:616] [Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=77120, OpType=ALLREDUCE, NumelIn=25690112, NumelOut=25690112, Timeout(ms)=600000) ran for 600012 milliseconds before timing out.",
+    "[rank1]:[E0911 16:42:10.330822513 ProcessGroupNCCL.cpp:1785] [PG ID 0 PG GUID 0(default_pg) Rank 1] Exception (either an error or timeout) detected by watchdog at work: 77120, last enqueued NCCL work: 77120, last completed NCCL work: 77119.",
+    "[rank1]:[E0911 16:42:10.330840117 ProcessGroupNCCL.cpp:1834] [PG ID 0 PG GUID 0(default_pg) Rank 1] Timeout at NCCL work: 77120, last enqueued NCCL work: 77120, last completed NCCL work: 77119.",
+    "[rank1]:[E0911 16:42:10.330850093 ProcessGroupNCCL.cpp:630] [Rank 1] Some NCCL operations have failed or timed out. Due to the asynchronous nature of CUDA kernels, subsequent GPU operations might run on corrupted/incomplete data.",
+    "[rank1]:[E0911 16:42:10.330857801 ProcessGroupNCCL.cpp:636] [Rank 1] To avoid data inconsistency, we are taking the entire process down.",
+    "[rank1]:[E0911 16:42:10.332318462 ProcessGroupNCCL.cpp:1595] [PG ID 0 PG GUID 0(default_pg) Rank 1] Process group watchdog thread terminated with exception: [Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=77120, OpType=ALLREDUCE, NumelIn=25690112, NumelOut=25690112, Timeout(ms)=600000) ran for 600012 milliseconds before timing out.",
+    "Exception raised from checkTimeout at ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:618 (most recent call first):",
+    "frame #0: c10::Error::Error(c10::SourceLocation, std::string) + 0x96 (0x7f1c2a36c446 in /opt/conda/lib/python3.11/site-packages/torch/lib/libc10.so)",
+    "terminate called after throwing an instance of 'c10::DistBackendError'",
+    "  what():  [PG ID 0 PG GUID 0(default_pg) Rank 1] Process group watchdog thread terminated with exception: [Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=77120, OpType=ALLREDUCE, NumelIn=25690112, NumelOut=25690112, Timeout(ms)=600000) ran for 600012 milliseconds before timing out.",
+    "W0911 16:42:15.018000 140221 torch/distributed/elastic/multiprocessing/api.py:897] Sending process 140290 closing signal SIGTERM",
+    "E0911 16:42:15.582000 140221 torch/distributed/elastic/multiprocessing/api.py:869] failed (exitcode: -6) local_rank: 1 (pid: 140291) of binary: /opt/conda/bin/python",
+    "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ",
+    "============================================================",
+    "train.py FAILED",
+    "------------------------------------------------------------",
+    "Failures:",
+    "  <NO_OTHER_FAILURES>",
+    "------------------------------------------------------------",
+    "Root Cause (first observed failure):",
+    "[0]:",
+    "  time      : 2025-09-11_16:42:15",
+    "  host      : worker-3",
+    "  rank      : 1 (local_rank: 1)",
+    "  exitcode  : -6 (pid: 140291)",
+    "  error_file: <N/A>",
+    "  traceback : Signal 6 (SIGABRT) received by PID 140291",
+    "============================================================",
+]
+
+
+def test_the_watchdogs_own_abort_and_torchruns_summary_leave_a_lone_wait(tmp_path: Path, settings: Settings) -> None:
+    out = run_files(tmp_path / "b", {"err.log": "\n".join(LONE_WAIT_PASTE) + "\n"}, settings)
+    rc = out.document.root_cause
+    assert rc.class_ == WAIT_CLASS, rc.summary
+    assert rc.culprit.rank is None  # rank 1 waited; the rank it waited for names itself nowhere
+    assert rc.confidence < 0.8
+    assert any(c.line == 1 for c in rc.citations)
+
+
 # ---------------------------------------------------------------------------------------------
 # A log ending on a bar that never advanced
 

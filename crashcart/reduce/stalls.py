@@ -69,7 +69,7 @@ def lone_waiters(findings: list[Finding], topo: Topology, score: float) -> Candi
     c.lead = c.findings[0]
     c.where = Culprit()  # the waiting rank is not the culprit, and no line names the absent one
     c.reasons.append(summary)
-    c.penalties.append(f"inferred: which of {others} did not arrive, and why, no line in the bundle says")
+    c.penalties.append(f"inferred from what the bundle lacks: no line of {others} says where it was, or why")
     return c
 
 
