@@ -3,7 +3,7 @@
 
 - *lone waiters*: the only failure lines are the waiting ranks' own collective timeouts (c10d's watchdog, gloo's
   "Timed out waiting <ms>ms", and the watchdog's own teardown), the full timeout ran (not a short one: that is
-  ``_short_timeout``'s story), and ranks the job has wrote nothing in the bundle. "A collective did not complete"
+  ``_short_timeout``'s story), and other ranks of the job wrote nothing in the bundle. "A collective did not complete"
   always asks which rank did not arrive; here the answer lies among the absent ranks, and no line says which or why
   (busy outside the collective, as one rank validating or checkpointing alone, or hung).
 - *stalled bar*: a log of a job of two ranks or more ends on a tqdm bar that never advanced (``0/<total>``: tqdm
