@@ -65,6 +65,10 @@ SYMPTOM_CAP = 0.7
 # Signatures that take any message and give it a class by where it was printed (NCCL's "Cuda failure '%s'" for a
 # CUDA error string no more specific signature knows): the class is a guess, never shown as high confidence.
 CATCH_ALL_SIGNATURES = frozenset({"nccl.cuda_failure"})
+# A CUDA API call that NCCL itself made and CUDA rejected ("NCCL WARN Cuda failure 1 'invalid argument'"): the
+# user's code passed nothing wrong to CUDA, so which software is at fault (NCCL, the driver, a build or version
+# mismatch, a caller's buffer) the line does not say (TAXONOMY rule 8b: NCCL's wording names where it gave up).
+_INSIDE_NCCL = "NCCL WARN"
 
 
 def calibrate(root: Candidate, conf: float) -> float:
@@ -79,6 +83,10 @@ def calibrate(root: Candidate, conf: float) -> float:
     if root.findings and all(f.signature in WEAK_ROOT_SIGNATURES for f in root.findings):
         conf = min(conf, WEAK_CAP)
     if root.findings and all(f.signature in CATCH_ALL_SIGNATURES for f in root.findings):
+        conf = min(conf, WEAK_CAP)
+    if root.findings and all(
+        f.signature == "cuda.api_error" and _INSIDE_NCCL in f.evidence[0].text for f in root.findings
+    ):
         conf = min(conf, WEAK_CAP)
     if root.findings and all(f.signature in TRACE_ROOTS for f in root.findings):
         conf = min(conf, SYMPTOM_CAP)  # where the error passed (communicator set-up), not what it was
