@@ -96,6 +96,7 @@ def torchrun_command(case: Case, job: Job, venv: Path, node: int) -> list[str]:
     if conf:
         cmd.append("--rdzv-conf=" + ",".join(conf))
     cmd += [f"--rdzv-id={case.id}", "--local-addr=127.0.0.1"]
+    cmd += list(case.launcher)
     if case.layout == "log-dir":
         cmd += ["--log-dir", "logs", "--redirects", "3"]
     elif case.layout == "tee":

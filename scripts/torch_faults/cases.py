@@ -64,6 +64,7 @@ class Case:
     nproc: int = 2
     rdzv: Literal["static", "c10d"] = "static"
     rdzv_conf: str = ""
+    launcher: tuple[str, ...] = ()  # more torchrun arguments (``--max-restarts 1``)
     setups: tuple[Setup, ...] = ()
     action: Action | None = None
     confidence: Literal["high", "medium"] = "high"
@@ -613,5 +614,158 @@ CASES += [
         symptom_classes=("nccl_remote_peer_failure", "nccl_watchdog_timeout", "torchelastic_childfailed_summary"),
         what="A low `ulimit -n` on rank 1: the DataLoader's 'Too many open files. Communication with the workers is "
         "no longer possible'.",
+    ),
+]
+
+# Issue 14 (2026-12-04): more fault kinds an on-call engineer meets, each in PyTorch's own words where it has any.
+PEER_SYMPTOMS = (Find(PEER_GONE),)
+PEER_SYMPTOM_CLASSES = ("nccl_remote_peer_failure", "torchelastic_childfailed_summary")
+MORE_SYMPTOMS = (Find(PEER_GONE, optional=True), Find(GLOO_TIMEOUT, optional=True))
+MORE_SYMPTOM_CLASSES = ("nccl_remote_peer_failure", "nccl_watchdog_timeout", "torchelastic_childfailed_summary")
+CASES += [
+    Case(
+        id="autograd-function-rank1",
+        fault="custom_autograd_function_bug",
+        cls="python_exception_rank_crash",
+        injected="at step 35 rank 1's batch takes a rarely used path: its logits go through a custom "
+        "torch.autograd.Function (ClipOutlierLogits) whose backward returns one gradient for its two inputs; the "
+        "autograd engine raises in loss.backward()",
+        culprit=1,
+        layout="tee",
+        train=("--fault", "bad_backward", *SHORT_PG),
+        root=(
+            Find(
+                r"^RuntimeError: function ClipOutlierLogitsBackward returned an incorrect number of gradients "
+                r"\(expected 2, got 1\)$",
+                rank=1,
+            ),
+        ),
+        symptoms=PEER_SYMPTOMS,
+        symptom_classes=PEER_SYMPTOM_CLASSES,
+        what="A custom autograd Function's backward on rank 1 returns too few gradients: 'returned an incorrect "
+        "number of gradients (expected 2, got 1)'.",
+    ),
+    Case(
+        id="dataloader-timeout-rank1",
+        fault="dataloader_stall",
+        cls="dataloader_worker_failure",
+        acceptable=("rank_hang_or_missing_rank",),
+        injected="a DataLoader worker of rank 1 (num_workers=2, DataLoader timeout=5 s) takes 60 s to read the "
+        "step-35 record (a stalled remote read); rank 1's DataLoader gives up after 5 s, before rank 0's 10 s "
+        "process-group timeout",
+        culprit=1,
+        layout="log-dir",
+        train=("--fault", "loader_stall", "--num-workers", "2", "--loader-timeout", "5", *SHORT_PG),
+        root=(Find(r"^RuntimeError: DataLoader timed out after 5 seconds$", rank=1),),
+        symptoms=MORE_SYMPTOMS,
+        symptom_classes=MORE_SYMPTOM_CLASSES,
+        what="A DataLoader worker of rank 1 stalls on a read: 'DataLoader timed out after 5 seconds'; rank 0 loses "
+        "its peer in the all_reduce.",
+    ),
+    Case(
+        id="monitored-barrier-rank2",
+        fault="slow_checkpoint_write",
+        cls="rank_hang_or_missing_rank",
+        acceptable=("straggler_fail_slow", "network_filesystem_hang"),
+        injected="at step 20 each of 4 ranks writes its own checkpoint shard, then all meet in "
+        "dist.monitored_barrier(timeout=5 s); rank 2's shard goes to storage that writes 2 KB/s, so rank 2 is still "
+        "writing when rank 0's monitored barrier gives up on it",
+        culprit=2,
+        layout="log-dir",
+        nproc=4,
+        train=(
+            "--fault",
+            "slow_ckpt",
+            "--fault-rank",
+            "2",
+            "--ckpt-every",
+            "20",
+            "--ckpt-sharded",
+            "--barrier-timeout",
+            "5",
+        ),
+        root=(
+            Find(r"Rank 2 failed to pass monitoredBarrier in \d+ ms", rank=0),
+            Find(r"^rank 2: saving checkpoint shard to ", rank=2, last=True),
+        ),
+        symptoms=MORE_SYMPTOMS,
+        symptom_classes=MORE_SYMPTOM_CLASSES,
+        notes="Rank 2 is alive but stuck in checkpoint I/O (TAXONOMY class 5: a rank that never reaches the "
+        "collective, the mechanism being storage); its last line is the shard save it never finished.",
+        what="Rank 2 writes its checkpoint shard to slow storage: 'Rank 2 failed to pass monitoredBarrier' on rank 0.",
+    ),
+    Case(
+        id="restart-target-oob-rank1",
+        fault="python_exception_restarted",
+        cls="python_exception_rank_crash",
+        injected="rank 1's step-35 record has label 10 of 10 classes (one past the last), so cross_entropy raises "
+        "IndexError; torchrun runs with --max-restarts 1, restarts the workers once from scratch, and the second "
+        "attempt fails the same way",
+        culprit=1,
+        layout="log-dir",
+        launcher=("--max-restarts", "1"),
+        train=("--fault", "bad_label"),
+        root=(
+            Find(r"^IndexError: Target 10 is out of bounds\.$", rank=1, file=r"/attempt_0/"),
+            Find(r"^IndexError: Target 10 is out of bounds\.$", rank=1, file=r"/attempt_1/"),
+        ),
+        symptoms=MORE_SYMPTOMS,
+        symptom_classes=MORE_SYMPTOM_CLASSES,
+        what="An out-of-range label on rank 1 ('Target 10 is out of bounds'), twice: torchrun's one restart "
+        "(attempt_1) fails the same way.",
+    ),
+    Case(
+        id="truncated-ckpt-resume",
+        fault="truncated_checkpoint",
+        cls="python_exception_rank_crash",
+        acceptable=("storage_full_or_io_error",),
+        injected="the job resumes from checkpoints/step_000050.pt, which an earlier run's interrupted save left "
+        "with only its first 60% of bytes; torch.load raises on every rank before the first step",
+        culprit=None,
+        layout="console",
+        train=("--resume-from", "checkpoints/step_000050.pt"),
+        setups=(old_checkpoint("checkpoints/step_000050.pt", 64, keep=0.6),),
+        root=(
+            Find(r"^RuntimeError: PytorchStreamReader failed reading zip archive: failed finding central directory"),
+        ),
+        symptom_classes=("torchelastic_childfailed_summary",),
+        notes="Every rank reads the same damaged file at the same moment: no rank is the culprit. The cause lies in "
+        "an earlier run (the save that was cut short); this job's logs only show the read.",
+        what="Resuming from a truncated checkpoint: 'PytorchStreamReader failed reading zip archive: failed finding "
+        "central directory' on every rank.",
+    ),
+    Case(
+        id="exit3-rank1",
+        fault="silent_exit",
+        cls="unknown",
+        acceptable=("python_exception_rank_crash",),
+        injected="rank 1 calls sys.exit(3) at step 35 with no message (as a library's own check may): no traceback, "
+        "no error file",
+        culprit=1,
+        layout="tee",
+        train=("--fault", "exit"),
+        root=(Find(exitcode(3), agent=True),),
+        symptoms=MORE_SYMPTOMS,
+        symptom_classes=MORE_SYMPTOM_CLASSES,
+        confidence="medium",
+        notes="Nothing says why rank 1 exited: exit status 3 is the only evidence, so the class is unknown (TAXONOMY: "
+        "a failure whose cause the evidence does not decide); the culprit rank is the one torchrun's summary names.",
+        what="Rank 1 exits with status 3 and no message: only torchrun's summary (exitcode 3) names it.",
+    ),
+    Case(
+        id="ckpt-readonly-fs",
+        fault="readonly_filesystem",
+        cls="storage_full_or_io_error",
+        injected="the checkpoint directory is a read-only mount (a read-only tmpfs in a private mount namespace, as "
+        "a filesystem remounted read-only after errors); rank 0's torch.save at step 20 cannot open its file",
+        culprit=0,
+        layout="console",
+        setups=(private_tmpfs("checkpoints", "1m", readonly=True),),
+        train=("--ckpt-every", "20"),
+        root=(Find(r"open file failed with strerror: Read-only file system$"),),
+        symptoms=MORE_SYMPTOMS,
+        symptom_classes=MORE_SYMPTOM_CLASSES,
+        what="Checkpoint dir mounted read-only: rank 0's torch.save fails with 'open file failed with strerror: "
+        "Read-only file system'.",
     ),
 ]
