@@ -656,10 +656,10 @@ CASES += [
         culprit=1,
         layout="log-dir",
         train=("--fault", "loader_stall", "--num-workers", "2", "--loader-timeout", "5", *SHORT_PG),
-        root=(Find(r"^RuntimeError: DataLoader timed out after 5 seconds$", rank=1),),
-        symptoms=MORE_SYMPTOMS,
-        symptom_classes=MORE_SYMPTOM_CLASSES,
-        what="A DataLoader worker of rank 1 stalls on a read: 'DataLoader timed out after 5 seconds'; rank 0 loses "
+        root=(Find(r"^RuntimeError: DataLoader timed out after 5(\.0)? seconds$", rank=1),),
+        symptoms=PEER_SYMPTOMS,
+        symptom_classes=PEER_SYMPTOM_CLASSES,
+        what="A DataLoader worker of rank 1 stalls on a read: 'DataLoader timed out after 5.0 seconds'; rank 0 loses "
         "its peer in the all_reduce.",
     ),
     Case(
