@@ -688,8 +688,11 @@ CASES += [
             Find(r"Rank 2 failed to pass monitoredBarrier in \d+ ms", rank=0),
             Find(r"^rank 2: saving checkpoint shard to ", rank=2, last=True),
         ),
-        symptoms=MORE_SYMPTOMS,
-        symptom_classes=MORE_SYMPTOM_CLASSES,
+        symptoms=(
+            Find(r"^RuntimeError: Rank 1 successfully reached monitoredBarrier, but received errors", rank=1),
+            Find(r"^RuntimeError: Rank 3 successfully reached monitoredBarrier, but received errors", rank=3),
+        ),
+        symptom_classes=("torchelastic_childfailed_summary",),
         notes="Rank 2 is alive but stuck in checkpoint I/O (TAXONOMY class 5: a rank that never reaches the "
         "collective, the mechanism being storage); its last line is the shard save it never finished.",
         what="Rank 2 writes its checkpoint shard to slow storage: 'Rank 2 failed to pass monitoredBarrier' on rank 0.",
