@@ -756,11 +756,13 @@ CASES += [
         layout="tee",
         train=("--fault", "exit"),
         root=(Find(exitcode(3), agent=True),),
-        symptoms=MORE_SYMPTOMS,
-        symptom_classes=MORE_SYMPTOM_CLASSES,
+        symptoms=PEER_SYMPTOMS,
+        symptom_classes=PEER_SYMPTOM_CLASSES,
         confidence="medium",
         notes="Nothing says why rank 1 exited: exit status 3 is the only evidence, so the class is unknown (TAXONOMY: "
-        "a failure whose cause the evidence does not decide); the culprit rank is the one torchrun's summary names.",
+        "a failure whose cause the evidence does not decide); the culprit rank is the one torchrun's summary names. "
+        "Its 'Root Cause (first observed failure)' names rank 0 instead: rank 0 wrote an error file (the lost "
+        "connection), rank 1 none (TAXONOMY rule 6).",
         what="Rank 1 exits with status 3 and no message: only torchrun's summary (exitcode 3) names it.",
     ),
     Case(
