@@ -776,8 +776,8 @@ CASES += [
         setups=(private_tmpfs("checkpoints", "1m", readonly=True),),
         train=("--ckpt-every", "20"),
         root=(Find(r"open file failed with strerror: Read-only file system$"),),
-        symptoms=MORE_SYMPTOMS,
-        symptom_classes=MORE_SYMPTOM_CLASSES,
+        symptoms=PEER_SYMPTOMS,
+        symptom_classes=PEER_SYMPTOM_CLASSES,
         what="Checkpoint dir mounted read-only: rank 0's torch.save fails with 'open file failed with strerror: "
         "Read-only file system'.",
     ),
