@@ -84,7 +84,8 @@ def console_name(case: Case) -> str:
 
 
 def torchrun_command(case: Case, job: Job, venv: Path, node: int) -> list[str]:
-    cmd = [str(venv / "bin" / "torchrun"), f"--nnodes={case.nodes}", f"--nproc-per-node={case.nproc}"]
+    nnodes = case.nnodes_of[node] if case.nnodes_of else case.nodes
+    cmd = [str(venv / "bin" / "torchrun"), f"--nnodes={nnodes}", f"--nproc-per-node={case.nproc}"]
     if case.rdzv == "c10d":
         cmd += ["--rdzv-backend=c10d", f"--rdzv-endpoint=127.0.0.1:{job.port}"]
         conf = [f"is_host={int(node == 0)}", "read_timeout=20", "join_timeout=20"]

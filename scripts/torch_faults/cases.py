@@ -65,6 +65,7 @@ class Case:
     rdzv: Literal["static", "c10d"] = "static"
     rdzv_conf: str = ""
     launcher: tuple[str, ...] = ()  # more torchrun arguments (``--max-restarts 1``)
+    nnodes_of: tuple[int, ...] = ()  # each agent's own --nnodes, when they disagree (default: ``nodes`` for all)
     setups: tuple[Setup, ...] = ()
     action: Action | None = None
     confidence: Literal["high", "medium"] = "high"
@@ -780,5 +781,40 @@ CASES += [
         symptom_classes=PEER_SYMPTOM_CLASSES,
         what="Checkpoint dir mounted read-only: rank 0's torch.save fails with 'open file failed with strerror: "
         "Read-only file system'.",
+    ),
+]
+CASES += [
+    Case(
+        id="nnodes-mismatch",
+        fault="launcher_config_mismatch",
+        cls="launcher_rendezvous_store_failure",
+        injected="two torchrun agents (static rendezvous, rendezvous timeout 10 s): node 0 (the master) is "
+        "launched with a stale --nnodes=3 (its launch script was not updated), node 1 with --nnodes=2; node 0's "
+        "agent waits for a third node that never comes",
+        culprit=None,
+        layout="console",
+        nodes=2,
+        nnodes_of=(3, 2),
+        timeout=90.0,
+        rdzv_conf="timeout=10",
+        env={"TORCH_CPP_LOG_LEVEL": "INFO"},
+        root=(
+            Find(
+                r"^torch\.distributed\.DistStoreError: Timed out after \d+ seconds waiting for clients\. 2/3 clients",
+                file=r"^node0/",
+            ),
+        ),
+        symptoms=(
+            Find(
+                r"^torch\.distributed\.DistStoreError: wait timeout after \d+ms, keys: \S+/assigned_ranks/",
+                file="^node1/",
+            ),
+        ),
+        notes="Node 0's TCPStore expects one client per node it was told about (3) and says 2/3 joined; node 1 gives "
+        "up waiting for the rank assignment node 0 never publishes. Nothing is wrong with node 1 except that it "
+        "agrees with the real cluster: the misconfigured agent is node 0's (culprit.node stays null, as in every "
+        "case here).",
+        what="Two agents disagree on --nnodes (2 and 3): the rendezvous times out waiting for a node that does not "
+        "exist.",
     ),
 ]
