@@ -719,8 +719,9 @@ CASES += [
         symptom_classes=("nccl_remote_peer_failure", "torchelastic_childfailed_summary"),
         notes="The runs made while writing this case ended two ways: the second attempt fails on the same record (the "
         "same IndexError in attempt_1) or dies at once in init_process_group, gloo's connectFullMesh refused (the "
-        "restarted workers dialled the first attempt's dead workers, a race in torch 2.13's reuse of the agent's "
-        "store). Either way the root is attempt_0's IndexError; symptom_lines say which way this run went.",
+        "restarted workers dialled ports nobody listened on, seemingly the first attempt's dead workers': a race "
+        "this generator did not pin down). Either way the root is attempt_0's IndexError; symptom_lines say which "
+        "way this run went.",
         what="An out-of-range label on rank 1 ('Target 10 is out of bounds'); torchrun's one restart (attempt_1) "
         "fails too.",
     ),
