@@ -84,7 +84,8 @@ def console_name(case: Case) -> str:
 
 
 def torchrun_command(case: Case, job: Job, venv: Path, node: int) -> list[str]:
-    cmd = [str(venv / "bin" / "torchrun"), f"--nnodes={case.nodes}", f"--nproc-per-node={case.nproc}"]
+    nnodes = case.nnodes_of[node] if case.nnodes_of else case.nodes
+    cmd = [str(venv / "bin" / "torchrun"), f"--nnodes={nnodes}", f"--nproc-per-node={case.nproc}"]
     if case.rdzv == "c10d":
         cmd += ["--rdzv-backend=c10d", f"--rdzv-endpoint=127.0.0.1:{job.port}"]
         conf = [f"is_host={int(node == 0)}", "read_timeout=20", "join_timeout=20"]
@@ -96,6 +97,7 @@ def torchrun_command(case: Case, job: Job, venv: Path, node: int) -> list[str]:
     if conf:
         cmd.append("--rdzv-conf=" + ",".join(conf))
     cmd += [f"--rdzv-id={case.id}", "--local-addr=127.0.0.1"]
+    cmd += list(case.launcher)
     if case.layout == "log-dir":
         cmd += ["--log-dir", "logs", "--redirects", "3"]
     elif case.layout == "tee":
@@ -327,6 +329,23 @@ def make_case(case: Case, venv: Path, out: Path, version: str) -> float:
 # --- README and --check --------------------------------------------------------------------------------------------
 
 
+# First contact of the cases added on 2026-12-04 (issue 14), measured once they were labelled and committed, with the
+# engine unchanged; kept here so that regenerating the README keeps it.
+FIRST_CONTACT_2026_12_04 = (
+    "Cases added 2026-12-04: `autograd-function-rank1`, `dataloader-timeout-rank1`, `monitored-barrier-rank2`, "
+    "`restart-target-oob-rank1`, `truncated-ckpt-resume`, `exit3-rank1`, `ckpt-readonly-fs`, `nnodes-mismatch` "
+    "(5 dev, 3 held-out by the split rule), each labelled from its injection and committed before CrashCart saw it. "
+    "First contact (offline engine of main 9352bf8, unchanged): dev 20/23 passed, class 91%, culprit 94% of 17 "
+    "labelled, root-cause line 100% of 21. Of the 5 new dev cases, `nnodes-mismatch` and `truncated-ckpt-resume` "
+    "pass; `ckpt-readonly-fs` (storage_full_or_io_error, got python_exception_rank_crash) and "
+    "`dataloader-timeout-rank1` (dataloader_worker_failure, got python_exception_rank_crash) miss the class; "
+    "`exit3-rank1` gets the class (unknown) but names no culprit rank (expected rank 1). Held-out, aggregate only: "
+    "14 cases, 13/14 passed, class 93%, culprit 91% of 11 labelled, root-cause line 100% of 13. All 37: class "
+    "0.9189, culprit 0.9459, root-cause line 1.0, citations 1.0; the torch floors in tests/test_real.py were lowered "
+    "to these for the 8 new cases."
+)
+
+
 def readme(version: str) -> str:
     lines = [
         "# Real PyTorch incidents",
@@ -365,7 +384,8 @@ def readme(version: str) -> str:
         "python scripts/make_torch_incidents.py --check         # rerun all, compare the labels (same time)",
         "```",
         "",
-        "It needs root (`unshare --mount` and `mount -t tmpfs` for `shm-exhausted` and `ckpt-disk-full`; a child "
+        "It needs root (`unshare --mount` and `mount -t tmpfs` for `shm-exhausted`, `ckpt-disk-full` and "
+        "`ckpt-readonly-fs`; a child "
         "memory cgroup and `dmesg` for `cgroup-oom-rank1`). Timestamps, pids and line numbers differ between runs; "
         "classes, culprits and the root-cause lines do not.",
         "",
@@ -380,6 +400,8 @@ def readme(version: str) -> str:
         "`mismatch-shape-detail` averages gradients by hand; the crash itself is kept as `ddp-detail-segfault`.",
         "- Flight Recorder dumps and py-spy/faulthandler stack dumps of hung ranks (a later issue adds them as more "
         "hang cases).",
+        "",
+        FIRST_CONTACT_2026_12_04,
         "",
     ]
     return "\n".join(lines)

@@ -64,6 +64,8 @@ class Case:
     nproc: int = 2
     rdzv: Literal["static", "c10d"] = "static"
     rdzv_conf: str = ""
+    launcher: tuple[str, ...] = ()  # more torchrun arguments (``--max-restarts 1``)
+    nnodes_of: tuple[int, ...] = ()  # each agent's own --nnodes, when they disagree (default: ``nodes`` for all)
     setups: tuple[Setup, ...] = ()
     action: Action | None = None
     confidence: Literal["high", "medium"] = "high"
@@ -613,5 +615,207 @@ CASES += [
         symptom_classes=("nccl_remote_peer_failure", "nccl_watchdog_timeout", "torchelastic_childfailed_summary"),
         what="A low `ulimit -n` on rank 1: the DataLoader's 'Too many open files. Communication with the workers is "
         "no longer possible'.",
+    ),
+]
+
+# Issue 14 (2026-12-04): more fault kinds an on-call engineer meets, each in PyTorch's own words where it has any.
+PEER_SYMPTOMS = (Find(PEER_GONE),)
+PEER_SYMPTOM_CLASSES = ("nccl_remote_peer_failure", "torchelastic_childfailed_summary")
+MORE_SYMPTOMS = (Find(PEER_GONE, optional=True), Find(GLOO_TIMEOUT, optional=True))
+MORE_SYMPTOM_CLASSES = ("nccl_remote_peer_failure", "nccl_watchdog_timeout", "torchelastic_childfailed_summary")
+CASES += [
+    Case(
+        id="autograd-function-rank1",
+        fault="custom_autograd_function_bug",
+        cls="python_exception_rank_crash",
+        injected="at step 35 rank 1's batch takes a rarely used path: its logits go through a custom "
+        "torch.autograd.Function (ClipOutlierLogits) whose backward returns one gradient for its two inputs; the "
+        "autograd engine raises in loss.backward()",
+        culprit=1,
+        layout="tee",
+        train=("--fault", "bad_backward", *SHORT_PG),
+        root=(
+            Find(
+                r"^RuntimeError: function ClipOutlierLogitsBackward returned an incorrect number of gradients "
+                r"\(expected 2, got 1\)$",
+                rank=1,
+            ),
+        ),
+        symptoms=PEER_SYMPTOMS,
+        symptom_classes=PEER_SYMPTOM_CLASSES,
+        what="A custom autograd Function's backward on rank 1 returns too few gradients: 'returned an incorrect "
+        "number of gradients (expected 2, got 1)'.",
+    ),
+    Case(
+        id="dataloader-timeout-rank1",
+        fault="dataloader_stall",
+        cls="dataloader_worker_failure",
+        acceptable=("rank_hang_or_missing_rank",),
+        injected="a DataLoader worker of rank 1 (num_workers=2, DataLoader timeout=5 s) takes 60 s to read the "
+        "step-35 record (a stalled remote read); rank 1's DataLoader gives up after 5 s, before rank 0's 10 s "
+        "process-group timeout",
+        culprit=1,
+        layout="log-dir",
+        train=("--fault", "loader_stall", "--num-workers", "2", "--loader-timeout", "5", *SHORT_PG),
+        root=(Find(r"^RuntimeError: DataLoader timed out after 5(\.0)? seconds$", rank=1),),
+        symptoms=PEER_SYMPTOMS,
+        symptom_classes=PEER_SYMPTOM_CLASSES,
+        what="A DataLoader worker of rank 1 stalls on a read: 'DataLoader timed out after 5.0 seconds'; rank 0 loses "
+        "its peer in the all_reduce.",
+    ),
+    Case(
+        id="monitored-barrier-rank2",
+        fault="slow_checkpoint_write",
+        cls="rank_hang_or_missing_rank",
+        acceptable=("straggler_fail_slow", "network_filesystem_hang"),
+        injected="at step 20 each of 4 ranks writes its own checkpoint shard, then all meet in "
+        "dist.monitored_barrier(timeout=5 s); rank 2's shard goes to storage that writes 2 KB/s, so rank 2 is still "
+        "writing when rank 0's monitored barrier gives up on it",
+        culprit=2,
+        layout="log-dir",
+        nproc=4,
+        train=(
+            "--fault",
+            "slow_ckpt",
+            "--fault-rank",
+            "2",
+            "--ckpt-every",
+            "20",
+            "--ckpt-sharded",
+            "--barrier-timeout",
+            "5",
+        ),
+        root=(
+            Find(r"Rank 2 failed to pass monitoredBarrier in \d+ ms", rank=0),
+            Find(r"^rank 2: saving checkpoint shard to ", rank=2, last=True),
+        ),
+        symptoms=(
+            Find(r"^RuntimeError: Rank 1 successfully reached monitoredBarrier, but received errors", rank=1),
+            Find(r"^RuntimeError: Rank 3 successfully reached monitoredBarrier, but received errors", rank=3),
+        ),
+        symptom_classes=("torchelastic_childfailed_summary",),
+        notes="Rank 2 is alive but stuck in checkpoint I/O (TAXONOMY class 5: a rank that never reaches the "
+        "collective, the mechanism being storage); its last line is the shard save it never finished.",
+        what="Rank 2 writes its checkpoint shard to slow storage: 'Rank 2 failed to pass monitoredBarrier' on rank 0.",
+    ),
+    Case(
+        id="restart-target-oob-rank1",
+        fault="python_exception_restarted",
+        cls="python_exception_rank_crash",
+        injected="rank 1's step-35 record has label 10 of 10 classes (one past the last), so cross_entropy raises "
+        "IndexError; torchrun runs with --max-restarts 1 (c10d rendezvous) and restarts the workers once from "
+        "scratch; the second attempt meets the same record",
+        culprit=1,
+        layout="log-dir",
+        rdzv="c10d",
+        launcher=("--max-restarts", "1"),
+        train=("--fault", "bad_label"),
+        root=(Find(r"^IndexError: Target 10 is out of bounds\.$", rank=1, file=r"/attempt_0/"),),
+        symptoms=(
+            Find(PEER_GONE, rank=0, file=r"/attempt_0/", optional=True),
+            Find(r"^IndexError: Target 10 is out of bounds\.$", rank=1, file=r"/attempt_1/", optional=True),
+            Find(r"^RuntimeError: Gloo connectFullMesh failed with ", file=r"/attempt_1/", optional=True),
+        ),
+        symptom_classes=("nccl_remote_peer_failure", "torchelastic_childfailed_summary"),
+        notes="The runs made while writing this case ended two ways: the second attempt fails on the same record (the "
+        "same IndexError in attempt_1) or dies at once in init_process_group, gloo's connectFullMesh refused (the "
+        "restarted workers dialled ports nobody listened on, seemingly the first attempt's dead workers': a race "
+        "this generator did not pin down). Either way the root is attempt_0's IndexError; symptom_lines say which "
+        "way this run went.",
+        what="An out-of-range label on rank 1 ('Target 10 is out of bounds'); torchrun's one restart (attempt_1) "
+        "fails too.",
+    ),
+    Case(
+        id="truncated-ckpt-resume",
+        fault="truncated_checkpoint",
+        cls="python_exception_rank_crash",
+        acceptable=("storage_full_or_io_error",),
+        injected="the job resumes from checkpoints/step_000050.pt, which an earlier run's interrupted save left "
+        "with only its first 60% of bytes; torch.load raises on every rank before the first step",
+        culprit=None,
+        layout="console",
+        train=("--resume-from", "checkpoints/step_000050.pt", "--hidden", "1024"),
+        setups=(old_checkpoint("checkpoints/step_000050.pt", 1024, keep=0.6),),
+        root=(
+            Find(r"^RuntimeError: PytorchStreamReader failed reading zip archive: failed finding central directory"),
+        ),
+        symptom_classes=("torchelastic_childfailed_summary",),
+        notes="Every rank reads the same damaged file at the same moment: no rank is the culprit. The cause lies in "
+        "an earlier run (the save that was cut short); this job's logs only show the read. The model is --hidden 1024 "
+        "(a 177 KB checkpoint): a 12 KB checkpoint cut the same way gave only 'OSError: [Errno 22] Invalid argument' "
+        "from PyTorchFileReader instead.",
+        what="Resuming from a truncated checkpoint: 'PytorchStreamReader failed reading zip archive: failed finding "
+        "central directory' on every rank.",
+    ),
+    Case(
+        id="exit3-rank1",
+        fault="silent_exit",
+        cls="unknown",
+        acceptable=("python_exception_rank_crash",),
+        injected="rank 1 calls sys.exit(3) at step 35 with no message (as a library's own check may): no traceback, "
+        "no error file",
+        culprit=1,
+        layout="tee",
+        train=("--fault", "exit"),
+        root=(Find(exitcode(3), agent=True),),
+        symptoms=PEER_SYMPTOMS,
+        symptom_classes=PEER_SYMPTOM_CLASSES,
+        confidence="medium",
+        notes="Nothing says why rank 1 exited: exit status 3 is the only evidence, so the class is unknown (TAXONOMY: "
+        "a failure whose cause the evidence does not decide); the culprit rank is the one torchrun's summary names. "
+        "Its 'Root Cause (first observed failure)' names rank 0 instead: rank 0 wrote an error file (the lost "
+        "connection), rank 1 none (TAXONOMY rule 6).",
+        what="Rank 1 exits with status 3 and no message: only torchrun's summary (exitcode 3) names it.",
+    ),
+    Case(
+        id="ckpt-readonly-fs",
+        fault="readonly_filesystem",
+        cls="storage_full_or_io_error",
+        injected="the checkpoint directory is a read-only mount (a read-only tmpfs in a private mount namespace, as "
+        "a filesystem remounted read-only after errors); rank 0's torch.save at step 20 cannot open its file",
+        culprit=0,
+        layout="console",
+        setups=(private_tmpfs("checkpoints", "1m", readonly=True),),
+        train=("--ckpt-every", "20"),
+        root=(Find(r"open file failed with strerror: Read-only file system$"),),
+        symptoms=PEER_SYMPTOMS,
+        symptom_classes=PEER_SYMPTOM_CLASSES,
+        what="Checkpoint dir mounted read-only: rank 0's torch.save fails with 'open file failed with strerror: "
+        "Read-only file system'.",
+    ),
+]
+CASES += [
+    Case(
+        id="nnodes-mismatch",
+        fault="launcher_config_mismatch",
+        cls="launcher_rendezvous_store_failure",
+        injected="two torchrun agents (static rendezvous, rendezvous timeout 10 s): node 0 (the master) is "
+        "launched with a stale --nnodes=3 (its launch script was not updated), node 1 with --nnodes=2; node 0's "
+        "agent waits for a third node that never comes",
+        culprit=None,
+        layout="console",
+        nodes=2,
+        nnodes_of=(3, 2),
+        timeout=90.0,
+        rdzv_conf="timeout=10",
+        env={"TORCH_CPP_LOG_LEVEL": "INFO"},
+        root=(
+            Find(
+                r"^torch\.distributed\.DistStoreError: Timed out after \d+ seconds waiting for clients\. 2/3 clients",
+                file=r"^node0/",
+            ),
+        ),
+        symptoms=(
+            Find(
+                r"^torch\.distributed\.DistStoreError: wait timeout after \d+ms, keys: \S+/assigned_ranks/",
+                file="^node1/",
+            ),
+        ),
+        notes="Node 0's TCPStore expects one client per node it was told about (3) and says 2/3 joined; node 1 gives "
+        "up waiting for the rank assignment node 0 never publishes. Nothing is wrong with node 1 except that it "
+        "agrees with the real cluster: the misconfigured agent is node 0's (culprit.node stays null, as in every "
+        "case here).",
+        what="Two agents disagree on --nnodes (2 and 3): the rendezvous times out waiting for a node that does not "
+        "exist.",
     ),
 ]

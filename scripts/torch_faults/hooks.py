@@ -80,9 +80,10 @@ def other_job_on_port(job: Job) -> Iterator[None]:
         squatter.wait()
 
 
-def old_checkpoint(path: str, hidden: int) -> Setup:
-    """A checkpoint left by an earlier run of the same script with another ``--hidden``, written before the job
-    starts (by torch.save in the torch venv) at ``path`` under the work dir."""
+def old_checkpoint(path: str, hidden: int, keep: float = 1.0) -> Setup:
+    """A checkpoint left by an earlier run of the same script with ``--hidden`` ``hidden``, written before the job
+    starts (by torch.save in the torch venv) at ``path`` under the work dir; with ``keep`` < 1 only that fraction of
+    its bytes is left (a save cut short, as a preempted or killed run leaves it)."""
 
     @contextlib.contextmanager
     def setup(job: Job) -> Iterator[None]:
@@ -95,25 +96,32 @@ def old_checkpoint(path: str, hidden: int) -> Setup:
         )
         subprocess.run([job.python, "-c", code, str(target), str(hidden)], check=True)
         job.notes.append(f"{path} was written beforehand by a run with --hidden {hidden}")
+        if keep < 1.0:
+            data = target.read_bytes()
+            target.write_bytes(data[: int(len(data) * keep)])
+            job.notes.append(f"Then cut to its first {keep:.0%} of {len(data)} bytes, as a save that was interrupted")
         yield
 
     return setup
 
 
-def private_tmpfs(target: str, size: str) -> Setup:
+def private_tmpfs(target: str, size: str, readonly: bool = False) -> Setup:
     """Run the agents in a private mount namespace with a small tmpfs on ``target`` (absolute, or under the work
-    dir). The host's mount of that path is never touched: the namespace and its tmpfs vanish with the job."""
+    dir), read-only if ``readonly``. The host's mount of that path is never touched: the namespace and its tmpfs
+    vanish with the job."""
 
     @contextlib.contextmanager
     def setup(job: Job) -> Iterator[None]:
         path = target if target.startswith("/") else str(job.work / target)
-        script = 'mkdir -p "$1" && mount -t tmpfs -o size="$2" crashcart-tmpfs "$1" && shift 2 && exec "$@"'
+        options = f"ro,size={size}" if readonly else f"size={size}"
+        script = 'mkdir -p "$1" && mount -t tmpfs -o "$2" crashcart-tmpfs "$1" && shift 2 && exec "$@"'
 
         def wrapper(cmd: list[str]) -> list[str]:
-            return ["unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh", path, size, *cmd]
+            return ["unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh", path, options, *cmd]
 
         job.wrappers.append(wrapper)
-        job.notes.append(f"The job saw {path} as a {size} tmpfs in a private mount namespace (unshare --mount)")
+        kind = "read-only " if readonly else ""
+        job.notes.append(f"The job saw {path} as a {size} {kind}tmpfs in a private mount namespace (unshare --mount)")
         yield
 
     return setup

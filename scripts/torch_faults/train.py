@@ -54,8 +54,9 @@ class SyntheticRecords(Dataset[dict[str, torch.Tensor]]):
     """Seeded feature/label records, read through a dict as a real dataset's decoded samples would be.
 
     ``bad`` maps sample indices to what is wrong with that record: ``missing_label`` (the key is absent),
-    ``inf_features`` (a corrupt sample), ``kill_worker`` (the DataLoader worker reading it is SIGKILLed) or
-    ``worker_raise`` (decoding it raises inside the worker).
+    ``inf_features`` (a corrupt sample), ``kill_worker`` (the DataLoader worker reading it is SIGKILLed),
+    ``worker_raise`` (decoding it raises inside the worker), ``stall_worker`` (reading it takes a minute, as a read
+    from a stalled remote store does) or ``label_out_of_range`` (its label is one past the last class).
     """
 
     def __init__(self, size: int, features: int, classes: int, bad: dict[int, str]) -> None:
@@ -84,6 +85,10 @@ class SyntheticRecords(Dataset[dict[str, torch.Tensor]]):
             os.kill(os.getpid(), signal.SIGKILL)
         elif problem == "worker_raise":
             raise ValueError(f"corrupt record {index}: could not decode field 'features' (truncated at byte 4096)")
+        elif problem == "stall_worker":
+            time.sleep(60.0)
+        elif problem == "label_out_of_range":
+            record["label"] = torch.tensor(self.weights.shape[1])
         return {"features": record["features"], "label": record["label"]}
 
 
@@ -105,6 +110,7 @@ def make_loader(run: Run, bad_kind: str | None) -> tuple[DataLoader[dict[str, to
         num_workers=args.num_workers,
         persistent_workers=args.num_workers > 0,
         drop_last=True,
+        timeout=args.loader_timeout,
     )
     return loader, sampler
 
@@ -151,6 +157,11 @@ def fault_deadlock(run: Run) -> None:
         _refresh_shard_cache(lock)
 
 
+def fault_exit(run: Run) -> None:
+    # a helper that ends the process with a status of its own and no message (as some libraries' checks do)
+    sys.exit(3)
+
+
 def fault_host_oom(run: Run) -> None:
     run.log(f"rank {run.rank}: caching the training shard in host memory")
     held = []
@@ -168,6 +179,7 @@ STEP_FAULTS: dict[str, Callable[[Run], None]] = {
     "deadlock": fault_deadlock,
     "slow": fault_slow,
     "host_oom": fault_host_oom,
+    "exit": fault_exit,
 }
 # Faults carried by one bad record that the fault rank reads at the fault step.
 DATA_FAULTS = {
@@ -175,11 +187,15 @@ DATA_FAULTS = {
     "nan_loss": "inf_features",
     "worker_killed": "kill_worker",
     "worker_raise": "worker_raise",
+    "loader_stall": "stall_worker",
+    "bad_label": "label_out_of_range",
 }
 # Faults in a later part of the step: the metrics all_reduce (mismatch), a regulariser whose backward is 0 * inf
-# (nan_grad), an auxiliary head this rank stops using (unused_param). (A full disk, a signal from outside, a held port
-# or a cgroup limit come from the generator's hooks; the job itself then runs with ``--fault none``.)
-OTHER_FAULTS = {"mismatch", "nan_grad", "unused_param", "none"}
+# (nan_grad), an auxiliary head this rank stops using (unused_param), a custom autograd Function whose backward
+# returns too few gradients (bad_backward), a checkpoint shard written to slow storage (slow_ckpt). (A full disk, a
+# signal from outside, a held port or a cgroup limit come from the generator's hooks; the job itself then runs with
+# ``--fault none``.)
+OTHER_FAULTS = {"mismatch", "nan_grad", "unused_param", "bad_backward", "slow_ckpt", "none"}
 FAULTS = sorted([*STEP_FAULTS, *DATA_FAULTS, *OTHER_FAULTS])
 
 
@@ -267,12 +283,29 @@ def make_model(args: argparse.Namespace) -> nn.Module:
     return nn.Sequential(nn.Linear(args.features, args.hidden), nn.GELU(), nn.Linear(args.hidden, args.classes))
 
 
+class ClipOutlierLogits(torch.autograd.Function):
+    """Clamp logits to +-limit, passing the gradient straight through. Its backward returns one gradient although
+    forward took two inputs (the limit needs a None): the bug only shows once the code path runs."""
+
+    @staticmethod
+    def forward(ctx: torch.autograd.function.FunctionCtx, logits: torch.Tensor, limit: float) -> torch.Tensor:
+        return logits.clamp(-limit, limit)
+
+    @staticmethod
+    def backward(ctx: torch.autograd.function.FunctionCtx, grad: torch.Tensor) -> tuple[torch.Tensor]:  # type: ignore[override]
+        return (grad,)
+
+
 def forward(run: Run, ddp: nn.Module, features: torch.Tensor, step: int) -> torch.Tensor:
     faulty = run.rank == run.args.fault_rank and step >= run.args.fault_step
     if run.args.fault == "unused_param":
         # this rank skips the auxiliary head from the fault step on (a rank-conditional code path); DDP was not
         # told about unused parameters, so its reducer never finishes the step
         return ddp(features, use_aux=not faulty)
+    if run.args.fault == "bad_backward" and faulty:
+        # a rarely taken path: this rank's batch has outlier logits, so they go through the custom clip Function
+        run.log(f"rank {run.rank}: outlier logits at step {step}, clipping to +-5")
+        return ClipOutlierLogits.apply(ddp(features), 5.0)
     return ddp(features)
 
 
@@ -297,6 +330,44 @@ def save_checkpoint(run: Run, model: nn.Module, opt: torch.optim.Optimizer, step
     run.log(f"saving checkpoint to {path}")
     torch.save({"step": step, "model": model.state_dict(), "optim": opt.state_dict()}, path)
     run.log(f"saved checkpoint {path} ({path.stat().st_size / 1e6:.1f} MB)")
+
+
+class SlowStorage:
+    """A file whose writes go at ``rate`` bytes a second (a congested network filesystem)."""
+
+    def __init__(self, path: Path, rate: float) -> None:
+        self.file = path.open("wb")
+        self.rate = rate
+
+    def write(self, data: bytes) -> int:
+        time.sleep(len(data) / self.rate)
+        return self.file.write(data)
+
+    def flush(self) -> None:
+        self.file.flush()
+
+    def close(self) -> None:
+        self.file.close()
+
+
+def save_shard(run: Run, model: nn.Module, opt: torch.optim.Optimizer, step: int) -> None:
+    """Every rank writes its own shard (model and optimizer state), then all meet in a monitored barrier."""
+    path = Path(run.args.ckpt_dir) / f"step_{step:06d}" / f"shard_rank{run.rank}.pt"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    run.log(f"rank {run.rank}: saving checkpoint shard to {path}")
+    began = time.monotonic()
+    state = {"step": step, "model": model.state_dict(), "optim": opt.state_dict()}
+    if run.args.fault == "slow_ckpt" and run.rank == run.args.fault_rank:
+        out = SlowStorage(path, run.args.slow_write_rate)
+        try:
+            torch.save(state, out)
+        finally:
+            out.close()
+    else:
+        torch.save(state, path)
+    size = path.stat().st_size / 1e6
+    run.log(f"rank {run.rank}: saved checkpoint shard {path} ({size:.2f} MB in {time.monotonic() - began:.1f}s)")
+    dist.monitored_barrier(timeout=timedelta(seconds=run.args.barrier_timeout))
 
 
 def mark(run: Run, step: int) -> None:
@@ -363,7 +434,9 @@ def train(run: Run) -> None:
                 lr = sched.get_last_lr()[0]
                 run.log(f"step {step}/{args.steps} loss {mean:.4f} lr {lr:.1e} elapsed {run.elapsed():.1f}s")
                 loss_sum, count = 0.0, 0
-            if args.ckpt_every and step % args.ckpt_every == 0:
+            if args.ckpt_every and step % args.ckpt_every == 0 and args.ckpt_sharded:
+                save_shard(run, model, opt, step)
+            elif args.ckpt_every and step % args.ckpt_every == 0:
                 if run.rank == 0:
                     save_checkpoint(run, model, opt, step)
                 dist.barrier()
@@ -389,6 +462,10 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--grad-sync", choices=["ddp", "manual"], default="ddp")
     p.add_argument("--ckpt-dir", default="checkpoints")
     p.add_argument("--ckpt-every", type=int, default=0)
+    p.add_argument("--ckpt-sharded", action="store_true", help="every rank saves a shard, then a monitored barrier")
+    p.add_argument("--barrier-timeout", type=float, default=30.0, help="the monitored barrier's timeout in seconds")
+    p.add_argument("--slow-write-rate", type=float, default=2000.0, help="bytes/s of the slow_ckpt rank's writes")
+    p.add_argument("--loader-timeout", type=float, default=0.0, help="the DataLoader's timeout (0: wait forever)")
     p.add_argument("--pg-timeout", type=float, default=1800.0, help="process-group timeout in seconds")
     p.add_argument("--fault", choices=FAULTS, default="none")
     p.add_argument("--fault-rank", type=int, default=1)
