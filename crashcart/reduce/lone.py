@@ -11,6 +11,7 @@ confidence at medium, never high, and it is never preferred over any line that r
 from __future__ import annotations
 
 from crashcart.catalogue import load_catalogue
+from crashcart.locate.topology import _LOOPBACK as LOOPBACK  # torchrun and NCCL print these for "this host"
 from crashcart.models import Finding
 from crashcart.reduce.causal import Candidate
 
@@ -41,4 +42,47 @@ def lone_hardware_event(findings: list[Finding], score: float) -> Candidate | No
         f"{first.fields.get('pci', '?')}{where}; no line reports a failure"
     )
     c.penalties.append("the Xid catalogue rates this event informational: it did not by itself stop a job")
+    return c
+
+
+_BLOCK_GAP = 2  # torchrun prints "rank : R (local_rank: L)" and then "exitcode : N (pid: P)" on the next line
+
+
+def silent_exit(findings: list[Finding]) -> Candidate | None:
+    """torchrun's failure summary lists one worker that exited with its own non-zero status (``exitcode : 3``, not a
+    signal's negative code nor 128 + signal) and that printed no error, while every error in the bundle is a peer's
+    lost connection: that worker stopped the job and nothing says why (TAXONOMY 29: the summary is evidence of who,
+    not of why). The candidate carries the summary's ``rank :`` and ``exitcode :`` lines with the worker's rank, for
+    an ``unknown`` answer that still names where to look. "Root Cause (first observed failure)" is not trusted for
+    this: it is the first error file, often a peer's (rule 6)."""
+    ranks = {(f.evidence[0].file, f.evidence[0].line): f for f in findings if f.signature == "torchrun.summary_rank"}
+    silent: list[tuple[Finding, Finding, int]] = []
+    for f in findings:
+        code = f.fields.get("exitcode", "")
+        if f.signature != "torchrun.summary_exitcode" or not code.isdigit() or not 0 < int(code) < 128:
+            continue
+        file, line = f.evidence[0].file, f.evidence[0].line
+        head = next((ranks[(file, line - d)] for d in range(1, _BLOCK_GAP + 1) if (file, line - d) in ranks), None)
+        if head is not None and head.fields.get("rank", "").isdigit():
+            silent.append((head, f, int(head.fields["rank"])))
+    spoke = {
+        f.rank for f in findings if f.role in {"root_candidate", "cascade"} and not f.signature.startswith("torchrun.")
+    }
+    silent = [s for s in silent if s[2] not in spoke]  # a worker whose exit follows its own error line is not silent
+    if len({r for _, _, r in silent}) != 1:
+        return None
+    rank = silent[0][2]
+    if any(f.role == "root_candidate" and not f.signature.startswith(("generic.", "torchrun.")) for f in findings):
+        return None  # an error line that says what failed speaks louder than an exit status
+    head, code_line, _ = silent[0]
+    place: dict[str, object] = {"rank": rank}
+    if code_line.node in LOOPBACK or head.node in LOOPBACK:
+        place["node"] = None  # torchrun's "host : localhost" names no node
+    cited = [code_line.model_copy(update=place), head.model_copy(update=place)]
+    c = Candidate("unknown", cited, [], score=0.0)
+    c.lead = cited[0]
+    c.reasons.append(
+        f"torchrun's summary: rank {rank} exited with status {code_line.fields['exitcode']} and printed no error; "
+        "the other ranks' errors are their lost connections to it"
+    )
     return c

@@ -41,7 +41,7 @@ from crashcart.reduce.hangs import (
 )
 from crashcart.reduce.host import host_suspects, stale_gpu_memory, switch_endpoint
 from crashcart.reduce.listing import listed_nodes
-from crashcart.reduce.lone import lone_hardware_event
+from crashcart.reduce.lone import lone_hardware_event, silent_exit
 from crashcart.reduce.memory import killed_work, named_nodes
 from crashcart.reduce.named import barrier_named
 from crashcart.reduce.prolog import prolog_node
@@ -140,7 +140,8 @@ def _decide(groups: list[Group], findings: list[Finding], topo: Topology, last: 
         for fallback in fallbacks:
             if fallback is not None and weak:
                 return _compose(fallback, cands, groups, findings, topo, pic, last)
-        return _unknown(cands, groups, findings, topo, pic)
+        quiet = silent_exit(findings)  # a worker that exited with its own status and printed nothing (reduce/lone.py)
+        return _unknown([quiet, *cands] if quiet else cands, groups, findings, topo, pic)
     return _compose(best, [c for c in cands if c is not best], groups, findings, topo, pic, last)
 
 
