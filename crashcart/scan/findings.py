@@ -7,6 +7,7 @@ Evidence text is the canonical text of the cited lines. Pure apart from reading 
 from __future__ import annotations
 
 import re
+import sys
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -283,17 +284,17 @@ def _make_finding(
     numbered = [_numbered(ev, ids) for ev in evidence]
     if parsed is not None:
         fields = {**fields, "_clock": parsed.kind}
-    return Finding(
+    return Finding(  # the strings many findings repeat are interned (their fields are: ``Catalogue.extract``)
         id=ids.finding(),
         class_id=class_id,
         signature=s.id,
         role=role,
         severity=severity,
-        summary=cat.summarize(sig, fields),
+        summary=sys.intern(cat.summarize(sig, fields)),
         time=when,
         rank=rank,
-        node=node,
-        gpu=gpu,
+        node=sys.intern(node) if node is not None else None,
+        gpu=sys.intern(gpu) if gpu is not None else None,
         fields=fields,
         evidence=numbered,
         source="rule",
