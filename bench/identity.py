@@ -55,6 +55,8 @@ OWN = [  # the files this change edits (others edit the rest of the working tree
     "crashcart/scan/budget.py",
     "crashcart/ingest/hang_kinds.py",
     "crashcart/locate/owned.py",
+    "crashcart/scan/followups.py",
+    "crashcart/text/template.py",
 ]
 
 
