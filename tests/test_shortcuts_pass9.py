@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from pydantic import BaseModel
 
+from crashcart.ingest.bundle import open_bundle
+from crashcart.scan import scan
+from crashcart.settings import Settings
 from crashcart.text import clock, template
 
 texts = st.text(alphabet="0123456789:: .a(),;\t\n٣", max_size=40)
@@ -32,3 +39,26 @@ def test_parsed_template_pieces_are_the_formatters(tpl: str) -> None:
     except ValueError:
         return
     assert list(template._parsed(tpl)) == want
+
+
+def _same_as_validated(model: BaseModel) -> None:
+    again = type(model)(**{k: v for k, v in model.__dict__.items() if k in model.model_fields_set})
+    assert again == model
+    assert again.model_fields_set == model.model_fields_set
+    assert again.model_dump_json() == model.model_dump_json()
+    assert [type(v) for v in again.__dict__.values()] == [type(v) for v in model.__dict__.values()]
+    assert list(again.__dict__) == list(model.__dict__)
+
+
+@pytest.mark.parametrize("incident", ["gpu-fell-off-bus", "hung-rank", "cuda-oom", "fp16-min-scale", "dataloader-shm"])
+def test_findings_made_without_validation_are_the_validated_ones(incident: str, settings: Settings) -> None:
+    root = Path(__file__).resolve().parent.parent / "incidents" / incident
+    if not root.is_dir():
+        pytest.skip(f"no incident {incident}")
+    with open_bundle(root, settings.work_dir, settings.bundle_limits) as bundle:
+        found = scan(bundle, settings.scan).findings
+    assert found
+    for f in found:
+        _same_as_validated(f)
+        for ev in f.evidence:
+            _same_as_validated(ev)
