@@ -57,6 +57,7 @@ OWN = [  # the files this change edits (others edit the rest of the working tree
     "crashcart/locate/owned.py",
     "crashcart/scan/followups.py",
     "crashcart/text/template.py",
+    "crashcart/scan/tails.py",
 ]
 
 

@@ -9,8 +9,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
-from crashcart.ingest.bundle import open_bundle
+from crashcart.ingest.bundle import canonical_line, open_bundle
 from crashcart.scan import scan
+from crashcart.scan.tails import canonical_tail
 from crashcart.settings import Settings
 from crashcart.text import clock, template
 
@@ -62,3 +63,12 @@ def test_findings_made_without_validation_are_the_validated_ones(incident: str, 
         _same_as_validated(f)
         for ev in f.evidence:
             _same_as_validated(ev)
+
+
+lines_bytes = st.lists(st.binary(max_size=12) | st.sampled_from([b"caf\xc3\xa9", b"\x1b[31mred", b"x\r", b"\xff"]))
+
+
+@given(lines_bytes, st.integers(4, 16))
+def test_a_tail_decoded_at_once_is_each_line_canonical(raws: list[bytes], max_bytes: int) -> None:
+    raw = [(i + 1, r.replace(b"\n", b"")) for i, r in enumerate(raws)]
+    assert canonical_tail(raw, max_bytes) == [(n, canonical_line(r, max_bytes)) for n, r in raw]
