@@ -54,6 +54,10 @@ OWN = [  # the files this change edits (others edit the rest of the working tree
     "crashcart/models.py",
     "crashcart/scan/budget.py",
     "crashcart/ingest/hang_kinds.py",
+    "crashcart/locate/owned.py",
+    "crashcart/scan/followups.py",
+    "crashcart/text/template.py",
+    "crashcart/scan/tails.py",
 ]
 
 

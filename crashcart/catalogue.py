@@ -12,6 +12,7 @@ import json
 import os
 import re
 import string
+import sys
 import threading
 import tomllib
 from collections.abc import Mapping
@@ -150,11 +151,14 @@ class Catalogue(BaseModel):
         return got
 
     def extract(self, sig_index: int, line: str) -> dict[str, str] | None:
-        """Named groups that took part in the first match on ``line``; None when it does not match."""
+        """Named groups that took part in the first match on ``line``; None when it does not match.
+
+        The values are interned: findings of many ranks repeat them (a tenth of the 10,000-rank bundle: 170,857
+        values, 10,217 distinct), and each finding kept its own copy of each (~50 bytes) to the end."""
         m = self.regex(sig_index).search(line)
         if m is None:
             return None
-        return {k: v for k, v in m.groupdict().items() if v is not None}
+        return {k: sys.intern(v) for k, v in m.groupdict().items() if v is not None}
 
     def summarize(self, sig_index: int, fields: Mapping[str, str]) -> str:
         """The signature's summary template filled from ``fields``; a missing field and the words that only

