@@ -144,13 +144,30 @@ GROUPS: dict[str, list[tuple[str, str]]] = {
         ),
         (
             glog(
-                "E",
+                "W",
                 "socket.cpp:100",
                 "[c10d] waitForInput: poll for socket SocketImpl(fd=12, addr=[node-3]:39732, remote=[node-0]:29500) "
                 "returned 0, likely a timeout",
                 rank=3,
             ),
-            STORE,
+            BENIGN,
+        ),
+        # before 2.5 the lost store surfaced as the bare errno text; on the store's host, a client dropping
+        ("RuntimeError: Connection reset by peer", NOT_ROOT),
+        (py("torch.distributed.DistNetworkError: Broken pipe"), NOT_ROOT),
+        (
+            glog(
+                "E",
+                "TCPStoreLibUvBackend.cpp:1234",
+                "[c10d] Read callback failed. code:-104 name:ECONNRESET desc:connection reset by peer",
+            ),
+            NOT_ROOT,
+        ),
+        # torch/distributed/elastic/utils/store.py barrier (2.5+): the ranks that never arrived are named
+        (
+            "torch.distributed.DistStoreError: Timed out waiting on barrier on rank 3, for key prefix: "
+            "torchelastic/agent/terminal_state (world_size=4, missing_ranks=[1, 2], timeout=0:05:00)",
+            NOT_ROOT,
         ),
         # healthy hosts without IPv6 print the per-address failures; the retry lines are progress
         (
@@ -359,6 +376,13 @@ def test_audit_fields() -> None:
             "UNHEALTHY and disabling restarts."
         )["pid"]
         == "4015790"
+    )
+    assert (
+        fields(
+            "torch.distributed.DistStoreError: Timed out waiting on barrier on rank 0, for key prefix: /default_pg/x "
+            "(world_size=8, missing_ranks=[5], timeout=0:30:00)"
+        )["ranks"]
+        == "5"
     )
     assert (
         fields(
