@@ -61,6 +61,21 @@ GROUPS: dict[str, list[tuple[str, str]]] = {
             NOT_ROOT,
         ),
     ],
+    # torch/distributed/elastic/timer (1.9-2.x): the timer server reaps a worker whose timed scope never ended
+    "elastic timers": [
+        (
+            elastic(
+                "INFO",
+                "timer.file_based_local_timer",
+                "Reaping worker_pid=[4015790]. Expired timers: ['train_step']",
+            ),
+            HANG,
+        ),
+        (
+            elastic("INFO", "timer.api", "Reaping worker_id=[2]. Expired timers: ['allreduce_grads']", style="basic"),
+            HANG,
+        ),
+    ],
     # torch/distributed/elastic/utils/distributed.py, rendezvous/etcd_server.py, etcd_store.py (1.9-2.x)
     "elastic store": [
         ("RuntimeError: on node-0, port: 29500 already in use", STORE),
