@@ -13,6 +13,7 @@ import pytest
 from tests.kit import winner
 from tests.test_emitters_torch import (
     BENIGN,
+    BOOT,
     DESYNC,
     HANG,
     NOT_ROOT,
@@ -327,6 +328,21 @@ GROUPS: dict[str, list[tuple[str, str]]] = {
                 rank=3,
             ),
             WATCHDOG,
+        ),
+    ],
+    # torch/cuda/__init__.py _check_driver, c10/cuda/CUDAFunctions.cpp device_count_impl (1.8-2.x): no usable GPU
+    "cuda initialization": [
+        (
+            "RuntimeError: Found no NVIDIA driver on your system. Please check that you have an NVIDIA GPU and "
+            "installed a driver from http://www.nvidia.com/Download/index.aspx",
+            BOOT,
+        ),
+        (
+            "/usr/lib/python3/dist-packages/torch/cuda/__init__.py:129: UserWarning: CUDA initialization: CUDA "
+            "unknown error - this may be due to an incorrectly set up environment, e.g. changing env variable "
+            "CUDA_VISIBLE_DEVICES after program start. Setting the available devices to be zero. (Triggered "
+            "internally at ../c10/cuda/CUDAFunctions.cpp:108.)",
+            BOOT,
         ),
     ],
     # DeepSpeed deepspeed/runtime/engine.py _create_checkpoint_file (0.5-0.16)
