@@ -168,6 +168,9 @@ GROUPS: dict[str, list[tuple[str, str]]] = {
             ),
             BENIGN,
         ),
+        # FileStore.cpp (file:// init) and TCPStore 1.x: a key never written
+        ("RuntimeError: Timeout waiting for key: default_pg/0/0 after 1800000 ms", STORE),
+        (py("RuntimeError: Wait timeout"), STORE),
         # before 2.5 the lost store surfaced as the bare errno text; on the store's host, a client dropping
         ("RuntimeError: Connection reset by peer", NOT_ROOT),
         (py("torch.distributed.DistNetworkError: Broken pipe"), NOT_ROOT),
