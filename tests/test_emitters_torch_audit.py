@@ -333,6 +333,15 @@ GROUPS: dict[str, list[tuple[str, str]]] = {
             WATCHDOG,
         ),
     ],
+    # DeepSpeed's pdsh/ssh multi-node launch (launcher/multinode_runner.py, runner.py) relaying the ssh client's errors
+    "deepspeed ssh launch": [
+        ("node2: ssh: connect to host node2 port 22: Connection refused", STORE),
+        ("pdsh@node1: node3: ssh: connect to host node3 port 22: Connection timed out", STORE),
+        ("ssh: Could not resolve hostname worker-7: Name or service not known", STORE),
+        ("node2: Permission denied (publickey,password).", STORE),
+        ("node2: Host key verification failed.", STORE),
+        ("PermissionError: [Errno 13] Permission denied: '/ckpt/run1'", USER),
+    ],
     # torch/cuda/__init__.py _check_driver, c10/cuda/CUDAFunctions.cpp device_count_impl (1.8-2.x): no usable GPU
     "cuda initialization": [
         (
