@@ -3,7 +3,7 @@
 Wordings the first Slurm tests (test_emitters_slurm.py, test_slurm_node_launch.py) did not reach: the gang
 scheduler's bare "preempted ... has been killed/requeued", slurmctld's step time limit (step_mgr.c / stepmgr.c
 check_job_step_time_limit, old and %pS spellings), salloc's time-limit revocation notice, the 23.02+
-ESLURM_JOB_NODE_FAIL_KILLED errno after srun's prefixes, srun's launch timeout (api/step_launch.c) and "Unable to
+ESLURM_JOB_NODE_FAIL_KILLED errno after srun's prefixes, srun's launch timeout (api/step_launch.c), slurmstepd's launch set-up failures in slurmd's log and "Unable to
 create step" for a node that is down. Each line is written from the format string with its usual prefix; the
 expectation is a class id, or UNKNOWN where the line is no cause of its own.
 """
@@ -63,6 +63,25 @@ GROUPS: dict[str, list[tuple[str, str]]] = {
     "launch timeout": [
         ("srun: error: timeout waiting for task launch, started 0 of 16 tasks", NODE),
         ("srun: error: timeout waiting for task launch, started 8 of 16 tasks", NODE),
+    ],
+    # slurmstepd mgr.c (17.02-26.05; mpi prefork 23.02+) and spank: launch set-up failures, in slurmd's log where the
+    # stepd tags each line with its step, and in the job's output
+    "stepd launch set-up": [
+        (
+            "[2024-11-30T02:14:00.123] [881.0] error: _fork_all_tasks: Failed to invoke task plugins:"
+            " one of task_p_pre_setup functions returned error",
+            NODE,
+        ),
+        ("[2024-11-30T02:14:00.123] [881.0] error: proctrack_g_create: Operation not permitted", NODE),
+        ("[2024-11-30T02:14:00.123] [881.0] error: Failed mpi_g_slurmstepd_prefork", NODE),
+        (
+            "[2024-11-30T02:14:00.123] [881.0] error: job_manager: exiting abnormally: Failed to invoke task plugins",
+            NODE,
+        ),
+        ("[2024-11-30T02:14:00.123] [881.0] error: slurm_spank_init: Plugin stack initialization failed.", NODE),
+        ("slurmstepd: error: spank_task_init_privileged failed", NODE),
+        # without the step tag the line is no stepd's
+        ("[2024-11-30T02:14:00.123] error: Failed mpi_g_slurmstepd_prefork", UNKNOWN),
     ],
     # already covered wordings, as the "slurmstepd-<node>:" prefix of newer releases prints them
     "stepd prefix": [
