@@ -83,6 +83,10 @@ GROUPS: dict[str, list[tuple[str, str]]] = {
         # without the step tag the line is no stepd's
         ("[2024-11-30T02:14:00.123] error: Failed mpi_g_slurmstepd_prefork", UNKNOWN),
     ],
+    # api/step_launch.c _step_missing_handler (17.02-26.05): srun cannot reach a node's stepd to test the I/O link
+    "io test": [
+        ("srun: error: Aborting, can not test connection to node 3.", NODE),
+    ],
     # already covered wordings, as the "slurmstepd-<node>:" prefix of newer releases prints them
     "stepd prefix": [
         (f"slurmstepd-gpu07: error: *** JOB 881 ON gpu07 CANCELLED AT {TS} DUE TO TIME LIMIT ***", POLICY),
