@@ -106,3 +106,26 @@ def run_files(root: Path, files: dict[str, str], settings: Settings) -> Outcome:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
     return asyncio.run(diagnose(root, settings))
+
+
+# The optional fields a test Finding may be given (the shared-field-set and in-place-attribution tests vary them).
+OPTIONAL_FIELDS = {"time": datetime(2026, 11, 30, 2, 13, 7), "rank": 3, "node": "gpu-node-017", "gpu": "0000:3b:00"}
+
+
+def xid_finding(i: int, given_names: frozenset[str], text: str = "", end: bool = False) -> Finding:
+    """A made-up Xid 79 finding number ``i`` given exactly ``given_names`` of ``OPTIONAL_FIELDS`` (and, with ``end``,
+    an evidence span of two lines)."""
+    extra = {k: v for k, v in OPTIONAL_FIELDS.items() if k in given_names}
+    evidence = Evidence(
+        id=f"E{i:05d}", file="ranks/rank3.log", line=i, text=text or f"line {i}", **({"end_line": i + 1} if end else {})
+    )
+    return Finding(
+        id=f"F{i:04d}",
+        class_id="gpu_fallen_off_bus",
+        signature="xid",
+        role="root_candidate",
+        severity="P0",
+        summary=f"Xid 79 ({i})",
+        evidence=[evidence],
+        **extra,
+    )

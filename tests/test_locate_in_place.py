@@ -2,30 +2,19 @@
 
 from __future__ import annotations
 
-from datetime import datetime
-
 from hypothesis import given
 from hypothesis import strategies as st
 
 from crashcart.locate.owned import copied, in_place
 from crashcart.locate.topology import attribute
-from crashcart.models import Evidence, Finding, RankInfo, Topology
+from crashcart.models import Finding, RankInfo, Topology
+from tests.kit import OPTIONAL_FIELDS, xid_finding
 
-OPTIONAL = {"time": datetime(2026, 11, 30, 2, 13, 7), "rank": 3, "node": "gpu-node-017", "gpu": "0000:3b:00"}
+OPTIONAL = OPTIONAL_FIELDS
 
 
 def _finding(i: int, given_names: frozenset[str], text: str = "") -> Finding:
-    extra = {k: v for k, v in OPTIONAL.items() if k in given_names}
-    return Finding(
-        id=f"F{i:04d}",
-        class_id="gpu_fallen_off_bus",
-        signature="xid",
-        role="root_candidate",
-        severity="P0",
-        summary=f"Xid 79 ({i})",
-        evidence=[Evidence(id=f"E{i:05d}", file="ranks/rank3.log", line=i, text=text or f"line {i}")],
-        **extra,
-    )
+    return xid_finding(i, given_names, text)
 
 
 updates = st.fixed_dictionaries(

@@ -2,36 +2,19 @@
 
 from __future__ import annotations
 
-from datetime import datetime
-
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from crashcart.models import Evidence, Finding
+from tests.kit import OPTIONAL_FIELDS, xid_finding
 
-OPTIONAL = {"time": datetime(2026, 11, 30, 2, 13, 7), "rank": 3, "node": "gpu-node-017", "gpu": "0000:3b:00"}
-
-
-def _evidence(i: int, end: bool) -> Evidence:
-    return Evidence(
-        id=f"E{i:05d}", file="ranks/rank3.log", line=i, text=f"line {i}", **({"end_line": i + 1} if end else {})
-    )
+OPTIONAL = OPTIONAL_FIELDS
 
 
 def _finding(i: int, given_names: frozenset[str], end: bool) -> Finding:
-    extra = {k: v for k, v in OPTIONAL.items() if k in given_names}
-    return Finding(
-        id=f"F{i:04d}",
-        class_id="gpu_fallen_off_bus",
-        signature="xid",
-        role="root_candidate",
-        severity="P0",
-        summary=f"Xid 79 ({i})",
-        evidence=[_evidence(i, end)],
-        **extra,
-    )
+    return xid_finding(i, given_names, end=end)
 
 
 names = st.frozensets(st.sampled_from(sorted(OPTIONAL)))
