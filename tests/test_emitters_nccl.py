@@ -32,6 +32,7 @@ IB = "ib_completion_error"
 FABRIC = "nvswitch_fabric_manager_error"
 VERSION = "software_version_mismatch"
 USER = "python_exception_rank_crash"
+LINK = "ib_port_error_link_flap"
 
 GROUPS: dict[str, list[tuple[str, str]]] = {
     # peer closed or reset a socket while collectives ran: a cascade of the peer's death
@@ -197,6 +198,40 @@ GROUPS: dict[str, list[tuple[str, str]]] = {
             "RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:1691, unhandled system error (run with NCCL_DEBUG=INFO",
             BOOT,
         ),
+    ],
+    # the HCA's async events (ibv_event_type_str's names), <= 2.22 "Got async event : %s" and 2.23+ split by kind:
+    # a CQ or QP put in error is a failed work queue (its completions fail next), the device or its port the link
+    "HCA async events": [
+        *(
+            (warn("transport/net_ib.cc:100", f"NET/IB : mlx5_0:1 Got async event : {name}"), cls)
+            for name, cls in [
+                ("local access violation work queue error", IB),
+                ("local work queue catastrophic error", IB),
+                ("invalid request local work queue error", IB),
+                ("CQ error", IB),
+                ("SRQ catastrophic error", IB),
+                ("port error", LINK),
+                ("local catastrophic error", LINK),
+                ("path migration request error", LINK),
+            ]
+        ),
+        (
+            warn(
+                "transport/net_ib.cc:152",
+                "NET/IB : mlx5_2:1 async fatal event on QP (0x5581c0): local access violation work queue error",
+            ),
+            IB,
+        ),
+        (warn("transport/net_ib.cc:145", "NET/IB : mlx5_2:1 async fatal event on CQ (0x7f3a10): CQ error"), IB),
+        (
+            warn(
+                "net_ib/common.cc:140",
+                "NET/IB : mlx5_2:1 async fatal event on QP (0x5581c0) qpn=4411 handle=2 send_cq=1 recv_cq=1 state=6 sq_psn=77 rq_psn=12: invalid request local work queue error",
+            ),
+            IB,
+        ),
+        (warn("transport/net_ib.cc:140", "NET/IB : mlx5_2:1 async fatal event: local catastrophic error"), LINK),
+        (warn("net_ib/common.cc:179", "NET/IB : mlx5_2:1 Got non-fatal async event: port error(10)"), LINK),
     ],
 }
 
