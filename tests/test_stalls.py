@@ -267,3 +267,35 @@ def test_validation_announced_on_one_rank_before_the_others_time_out(tmp_path: P
     rc = out.document.root_cause
     assert rc.class_ == WAIT_CLASS and rc.culprit.rank == 0, rc.summary
     assert any(c.line == 1 for c in rc.citations)
+
+
+def test_a_reasonless_cancel_on_a_one_node_job_does_not_take_the_odd_rank_from_the_wait(
+    tmp_path: Path, settings: Settings
+) -> None:
+    """All ranks on one node: a node's event (slurmstepd's step-wide "CANCELLED AT" without a reason, printed "ON" the
+    node it ran on) cannot single out the rank the others waited for, so it does not outrank the wait."""
+    wait = [
+        f"[E ProcessGroupNCCL.cpp:828] [Rank {r}] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=5, "
+        f"OpType=BROADCAST, Timeout(ms)=1800000) ran for 1800042 milliseconds before timing out."
+        for r in (1, 2, 3)
+    ]
+    files = {
+        "train.log": "\n".join(
+            [
+                "Building index:  52%|█████▏    | 13/25 [27:40<26:10, 130.80s/it]",
+                *wait,
+                "[E ProcessGroupNCCL.cpp:737] To avoid data inconsistency, we are taking the entire process down.",
+            ]
+        )
+        + "\n",
+        "slurm.out": "\n".join(
+            [
+                "slurmstepd: error: *** STEP 7311.0 ON gpu17 CANCELLED AT 2025-02-11T08:41:09 ***",
+                "srun: error: gpu17: task 0: Terminated",
+                "srun: Force Terminated StepId=7311.0",
+            ]
+        )
+        + "\n",
+    }
+    outcome = run_files(tmp_path / "b", files, settings)
+    assert outcome.document.root_cause.class_ == WAIT_CLASS, outcome.document.root_cause

@@ -382,7 +382,9 @@ def score(
         c.score -= 8
         c.penalties.append(f"seen on {len(ranks)} of {world} ranks")
     suspect_nodes = {topo.ranks[r].node for r in pic.suspects if r in topo.ranks and topo.ranks[r].node}
-    if ranks & pic.suspect_ranks or (not ranks and nodes and nodes <= suspect_nodes):
+    # a node's event points at the odd rank only when that rank's node is not every node of the job
+    singles_out = suspect_nodes and not set(topo.nodes) <= suspect_nodes
+    if ranks & pic.suspect_ranks or (not ranks and nodes and singles_out and nodes <= suspect_nodes):
         c.score += 25
         c.reasons.append("on the rank that is not like the others")
     if t is not None and pic.first_cascade is not None:
