@@ -38,6 +38,11 @@ GROUPS: dict[str, list[tuple[str, str]]] = {
         ("[07-01 15:20:44] Rank 0 scheduler is dead. Please check if there are relevant logs.", NOT_ROOT),
         (sgl("Rank 3 scheduler is dead. Please check if there are relevant logs.", tp=None), NOT_ROOT),
         ("RuntimeError: Initialization failed. Please see the error messages above.", NOT_ROOT),
+        # managers/scheduler.py watchdog_thread (0.3-0.4) and the watchdog helper (0.5): no forward progress
+        (sgl("Watchdog timeout (self.watchdog_timeout=300)", tp="TP3"), HANG),
+        (sgl("Scheduler watchdog timeout (self.watchdog_timeout=300, self.soft=False)", tp="TP14 EP14"), HANG),
+        # distributed/device_communicators/shm_broadcast.py, the copy of vLLM's queue
+        (sgl("No available block found in 60 second. ", tp="TP1"), NOT_ROOT),
     ],
     # python/sglang/srt/model_executor/model_runner.py profile_max_num_token / init_memory_pool (0.2-0.5),
     # mem_cache/pool_configurator.py (0.5, with the current value), cuda_graph_runner.py
