@@ -58,6 +58,8 @@ OWN = [  # the files this change edits (others edit the rest of the working tree
     "crashcart/scan/followups.py",
     "crashcart/text/template.py",
     "crashcart/scan/tails.py",
+    "crashcart/text/regex_end.py",
+    "crashcart/ingest/span.py",
 ]
 
 
