@@ -24,7 +24,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from crashcart.models import FileKind, Role, Severity
-from crashcart.text import template
+from crashcart.text import regex_end, template
 
 ClassRole = Literal["root_candidate", "cascade", "teardown", "confirmation", "verdict"]  # verdict: no_failure
 Block = Literal["traceback", "torchrun_summary"]
@@ -399,10 +399,11 @@ def _one_end_per_line(expression: bytes) -> bytes:
     into Python, and the scan ran at half speed on a Megatron log. ``(?:P)[^\\n]*$`` matches on exactly the
     lines ``P`` matches (``P`` never spans a newline, ``$`` is multi-line) and all its matches on a line end
     at the same offset, which hyperscan reports once. Expressions that already hold ``$`` are left alone
-    (hyperscan rejects an end anchor inside a larger expression).
+    (hyperscan rejects an end anchor inside a larger expression), and so are those that end on a literal
+    character (``text.regex_end``): they end once per occurrence of it.
     """
-    if b"$" in expression:
-        return expression
+    if b"$" in expression or regex_end.ends_on_literal(expression.decode("ascii")):
+        return expression  # a literal ends it: one end per occurrence already (and the wrapper costs compile time)
     return b"(?:" + expression + b")[^\\n]*$"
 
 
