@@ -235,6 +235,16 @@ def test_megatrons_signal_exit_is_a_weak_stop() -> None:
     assert "megatron.exit_signal" in WEAK_ROOT_SIGNATURES  # an error printed before it says why
 
 
+def test_lightnings_signal_alone_is_a_stop_shown_below_high(tmp_path: Path, settings: Settings) -> None:
+    """Lightning's signal connector printing the SIGTERM it got says the run was stopped, not why (like torchrun's
+    death signal): never a high-confidence answer."""
+    log = ["Epoch 3:  41%|████      | 410/1000 [05:12<07:29,  1.31it/s, v_num=7]", "[rank: 0] Received SIGTERM: 15"]
+    out = run_files(tmp_path / "b", {"train.log": "\n".join(log) + "\n"}, settings)
+    rc = out.document.root_cause
+    assert rc.class_ == "scheduler_preemption_or_timelimit", rc.summary
+    assert rc.confidence <= 0.6
+
+
 def test_a_megatron_run_that_ends_on_its_time_budget_is_a_time_limit(tmp_path: Path, settings: Settings) -> None:
     log = [
         " iteration     4100/   50000 | consumed samples:      2099200 | elapsed time per iteration (ms): 10412.7 |"

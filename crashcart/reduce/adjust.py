@@ -56,9 +56,16 @@ def hardware_first(cands: list[Candidate]) -> None:
 # Evidence that a job was stopped, not why (TAXONOMY §1 rule 5; issue 14 capability 4): torchrun's
 # "Received <sig> death signal" (torch/distributed/elastic/agent/server/api.py), a Slurm CANCELLED line
 # without a reason (slurmstepd "*** JOB <id> ON <node> CANCELLED AT <time> ***"), an agent-killed exit -15,
-# Megatron's "[exiting program after receiving SIGTERM.]" (--exit-signal-handler: a signal from outside).
+# Megatron's "[exiting program after receiving SIGTERM.]" (--exit-signal-handler: a signal from outside), Lightning's
+# "Received SIGTERM: 15" (its signal connector).
 WEAK_ROOT_SIGNATURES = frozenset(
-    {"torchrun.death_signal", "slurm.cancelled", "slurm.step_abort_teardown", "megatron.exit_signal"}
+    {
+        "torchrun.death_signal",
+        "slurm.cancelled",
+        "slurm.step_abort_teardown",
+        "megatron.exit_signal",
+        "lightning.stop_signal",
+    }
 )
 WEAK_CAP = 0.6
 SYMPTOM_CAP = 0.7
