@@ -6,7 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from crashcart.catalogue import load_catalogue
-from crashcart.text import template
+from crashcart.text import clock, template
 
 _TEMPLATES = sorted({s.summary for s in load_catalogue().signatures})
 values = st.one_of(st.none(), st.text(alphabet="ab0 :(),;%#", max_size=8))
@@ -29,3 +29,35 @@ def test_a_remembered_summary_is_the_one_filled_from_these_fields(tpl: str, data
 def test_the_names_are_the_fields_the_template_names_in_order() -> None:
     assert template._names("{a} at {b}{a} ({c})") == ("a", "b", "a", "c")
     assert template._names("no fields") == ()
+
+
+def _every_search(lines: list[str]) -> set[int]:
+    """``clock._may_have_clock`` as it was: every pattern run over the joined lines."""
+    import bisect
+    import itertools
+
+    starts = list(itertools.accumulate((len(line) + 1 for line in lines), initial=0))
+    text = "\n".join(lines)
+    return {bisect.bisect_right(starts, m.start()) - 1 for p in clock._MAYBE for m in p.finditer(text)}
+
+
+clock_lines = st.lists(
+    st.one_of(
+        st.text(alphabet='0123456789[] .:"tsime\t', max_size=30),
+        st.sampled_from(["[  12.123456] x", '{"ts": 1', '"time" :', "10:11:12", "[1.1234567]", "a.123456] b"]),
+    ),
+    max_size=12,
+)
+
+
+@given(clock_lines)
+def test_the_lines_that_may_hold_a_clock_are_those_every_search_finds(lines: list[str]) -> None:
+    assert clock._may_have_clock(lines) == _every_search(lines)
+
+
+def test_a_pattern_is_skipped_only_where_it_cannot_match() -> None:
+    assert not clock._runs(clock._EPOCH_KEY, "[0] NCCL INFO 12:00:00")
+    assert clock._runs(clock._EPOCH_KEY, '{"ts": 1700000000}')
+    assert not clock._runs(clock._BOOT_ANYWHERE, "[0] NCCL INFO [1] 10.0.0.1")
+    assert clock._runs(clock._BOOT_ANYWHERE, "[  123.456789] kernel: x")
+    assert clock._may_have_clock(["[  123.456789] kernel: x", "plain", '{"ts": 1}']) == {0, 2}

@@ -257,6 +257,18 @@ def detect_clock(lines: Iterable[str]) -> ClockKind:
 # What a line must hold for ``parse_time`` to find a time in it: a dmesg stamp, hh:mm:ss (``:mm:ss`` is searched
 # for: ten times faster than ``\d\d:`` first, and a superset) or a JSON epoch key
 _MAYBE = (_BOOT_ANYWHERE, re.compile(r":\d\d:\d\d"), _EPOCH_KEY)
+# What each of ``_MAYBE``'s matches holds, found faster than the pattern itself (a rank file's head: ``[`` on every
+# line, no ``"``): when it is absent the pattern has no match, so it is not run (the same set, tested)
+_BOOT_NEEDS = re.compile(r"\.\d{6}\]")  # led by ``.``, rarer than ``[``: 27 against 47 us on a 64 KiB head
+
+
+def _runs(pattern: re.Pattern[str], text: str) -> bool:
+    """Whether ``pattern`` may match ``text``: False only when something each of its matches holds is absent."""
+    if pattern is _EPOCH_KEY:
+        return '"' in text  # one memchr against the pattern's 25 us
+    if pattern is _BOOT_ANYWHERE:
+        return _BOOT_NEEDS.search(text) is not None
+    return True
 
 
 def _may_have_clock(lines: list[str]) -> set[int]:
@@ -265,7 +277,12 @@ def _may_have_clock(lines: list[str]) -> set[int]:
     not three searches per line. A match that spans a newline (``\\s`` in the epoch key) only adds a candidate."""
     starts = list(itertools.accumulate((len(line) + 1 for line in lines), initial=0))
     text = "\n".join(lines)
-    return {bisect.bisect_right(starts, m.start()) - 1 for pattern in _MAYBE for m in pattern.finditer(text)}
+    return {
+        bisect.bisect_right(starts, m.start()) - 1
+        for pattern in _MAYBE
+        if _runs(pattern, text)
+        for m in pattern.finditer(text)
+    }
 
 
 def _decided(counts: Counter[ClockKind], leader: ClockKind, left: int, order: tuple[ClockKind, ...]) -> bool:
