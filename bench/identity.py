@@ -58,6 +58,7 @@ OWN = [  # the files this change edits (others edit the rest of the working tree
     "crashcart/scan/followups.py",
     "crashcart/text/template.py",
     "crashcart/scan/tails.py",
+    "crashcart/ingest/heads.py",
 ]
 
 
