@@ -6,7 +6,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from crashcart.catalogue import load_catalogue
-from crashcart.text import clock, template
+from crashcart.ingest import heads
+from crashcart.text import clock, prefix, template
 
 _TEMPLATES = sorted({s.summary for s in load_catalogue().signatures})
 values = st.one_of(st.none(), st.text(alphabet="ab0 :(),;%#", max_size=8))
@@ -61,3 +62,46 @@ def test_a_pattern_is_skipped_only_where_it_cannot_match() -> None:
     assert not clock._runs(clock._BOOT_ANYWHERE, "[0] NCCL INFO [1] 10.0.0.1")
     assert clock._runs(clock._BOOT_ANYWHERE, "[  123.456789] kernel: x")
     assert clock._may_have_clock(["[  123.456789] kernel: x", "plain", '{"ts": 1}']) == {0, 2}
+
+
+head_lines = st.lists(
+    st.one_of(
+        st.text(alphabet=" \t[]{}<>0123456789²٣rankNVRM:kelstd", max_size=24),
+        st.sampled_from(
+            [
+                "[rank3]: x",
+                "[1,2]<stdout>: y",
+                "  7: srun",
+                '{"rank": 4}',
+                "Dec 1 00:00:00 h kernel: NVRM: Xid",
+                "[  12.123456] x",
+                "² x",
+                "\t٣ y",
+                "gpu-node-000:9000:9100 [0] NCCL INFO Bootstrap",
+                '{"message": "7: x"}',
+                '{"log": "\\u005brank3]: x"}',
+            ]
+        ),
+    ),
+    max_size=10,
+)
+
+
+@given(head_lines)
+def test_the_kernel_lines_counted_at_once_are_those_counted_one_by_one(lines: list[str]) -> None:
+    assert heads.kernel_lines(lines) == sum(1 for ln in lines if heads.kernel_line(ln))
+
+
+@given(head_lines)
+def test_the_ranks_named_at_once_are_those_each_line_names(lines: list[str]) -> None:
+    want = {p.rank for p in map(prefix.view, filter(prefix.may_name_rank, lines)) if p.rank is not None}
+    assert heads.named_ranks(lines) == want
+
+
+def test_the_head_checks_let_by_a_line_that_names_a_rank_or_a_kernel_line() -> None:
+    assert heads.named_ranks(["x", "[rank3]: y"]) == {3}
+    assert heads.named_ranks(["gpu-node-000:9000:9100 [0] NCCL INFO x"]) == set()
+    assert heads.named_ranks(["x", '{"message": "7: x"}']) == {7}
+    assert heads.named_ranks(["x", "  ٣: srun"]) == {3}  # a digit not ASCII: view reads it
+    assert heads.kernel_lines(["[  12.123456] NVRM: Xid", "x"]) == 1
+    assert heads.kernel_lines(["gpu-node-000:9000:9100 [0] NCCL INFO x"]) == 0
