@@ -105,3 +105,57 @@ def test_the_head_checks_let_by_a_line_that_names_a_rank_or_a_kernel_line() -> N
     assert heads.named_ranks(["x", "  ٣: srun"]) == {3}  # a digit not ASCII: view reads it
     assert heads.kernel_lines(["[  12.123456] NVRM: Xid", "x"]) == 1
     assert heads.kernel_lines(["gpu-node-000:9000:9100 [0] NCCL INFO x"]) == 0
+
+
+def _iso_as_before(line: str) -> clock.ParsedTime | None:
+    """``parse_time``'s ISO branch as it was (every match parsed afresh), for a line whose first time is ISO."""
+    from datetime import UTC, datetime
+
+    for m in clock._TIME.finditer(line):
+        if m.group("iso") is None:
+            return None
+        try:
+            ymd = (int(m["iY"]), int(m["im"]), int(m["id"]))
+            hms = (int(m["iH"]), int(m["iM"]), int(m["iS"]), clock._micro(m["iF"]))
+            t = datetime(*ymd, *hms, tzinfo=clock._offset(m["iO"]))
+        except (ValueError, OverflowError):
+            continue
+        return clock.ParsedTime(t.astimezone(UTC), "absolute", None, m.span("iso"))
+    return None
+
+
+iso_lines = st.builds(
+    lambda lead, y, mo, d, sep, h, mi, s, frac, zone, tail: (
+        f"{lead}{y:04d}-{mo:02d}-{d:02d}{sep}{h:02d}:{mi:02d}:{s:02d}{frac}{zone}{tail}"
+    ),
+    st.sampled_from(["", " [", "x ", "1"]),
+    st.integers(1990, 2030),
+    st.integers(0, 13),
+    st.integers(0, 32),
+    st.sampled_from([" ", "T", "_"]),
+    st.integers(0, 24),
+    st.integers(0, 60),
+    st.integers(0, 61),
+    st.sampled_from(["", ".5", ",123456", ".123456789"]),
+    st.sampled_from(["", "Z", " UTC", "+02:00", "-0530", " GMT", " UTC:"]),
+    st.sampled_from(["", "] x", ":", "9", " 2026-01-01 00:00:00"]),
+)
+
+
+@given(st.lists(iso_lines, min_size=1, max_size=4))
+def test_an_iso_time_remembered_is_the_time_parsed_afresh(lines: list[str]) -> None:
+    for line in lines + lines:  # the second time round, from what the first remembered
+        got = clock.parse_time(line)
+        want = _iso_as_before(line)
+        if want is not None:
+            assert got == want
+            assert got is not None and got.time is not None and got.time.tzinfo is not None
+    clock._ISO.clear()
+    assert [clock.parse_time(x) for x in lines] == [clock.parse_time(x) for x in lines]
+
+
+def test_the_iso_memory_is_keyed_by_the_text_with_its_zone() -> None:
+    a = clock.parse_time("2026-12-01 10:00:00+02:00 x")
+    b = clock.parse_time("2026-12-01 10:00:00 x")
+    assert a is not None and b is not None and a.time is not None and b.time is not None
+    assert (b.time - a.time).total_seconds() == 7200

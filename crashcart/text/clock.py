@@ -131,11 +131,8 @@ def _no_year(month: int, day: int, hms: tuple[int, int, int, int], ctx: ClockCon
 
 def _from_match(m: re.Match[str], ctx: ClockContext) -> ParsedTime | None:
     """Turn one regex match into a ParsedTime; None for impossible dates (Feb 30, 25:00)."""
-    if m.group("iso") is not None:
-        ymd = (int(m["iY"]), int(m["im"]), int(m["id"]))
-        hms = (int(m["iH"]), int(m["iM"]), int(m["iS"]), _micro(m["iF"]))
-        t = datetime(*ymd, *hms, tzinfo=_offset(m["iO"]))
-        return ParsedTime(t.astimezone(UTC), "absolute", None, m.span("iso"))
+    if (iso := m.group("iso")) is not None:
+        return ParsedTime(_ISO.get(iso) or _iso_time(m, iso), "absolute", None, m.span("iso"))
     if m.group("glog") is not None:
         digits = m["gD"]
         hms = (int(m["gH"]), int(m["gM"]), int(m["gS"]), _micro(m["gF"]))
@@ -169,6 +166,23 @@ def _from_match(m: re.Match[str], ctx: ClockContext) -> ParsedTime | None:
         return None
     t = _EPOCH + timedelta(seconds=seconds, microseconds=micro)
     return ParsedTime(t, "absolute", None, m.span("ep"))
+
+
+_ISO: dict[str, datetime] = {}  # ISO text -> its UTC time (``_iso_time``)
+_ISO_MAX = 65536
+
+
+def _iso_time(m: re.Match[str], iso: str) -> datetime:
+    """The UTC time of an ISO match, remembered by its text (which alone gives every group of the match, the
+    context only decides where it ends): ranks write the same seconds, and a bundle of 10,000 rank files parses
+    the same few thousand again and again. Raises ValueError for an impossible date, as before (not remembered)."""
+    ymd = (int(m["iY"]), int(m["im"]), int(m["id"]))
+    hms = (int(m["iH"]), int(m["iM"]), int(m["iS"]), _micro(m["iF"]))
+    t = datetime(*ymd, *hms, tzinfo=_offset(m["iO"])).astimezone(UTC)
+    if len(_ISO) >= _ISO_MAX:
+        _ISO.clear()  # a bound on memory; the answer is the same either way
+    _ISO[iso] = t
+    return t
 
 
 def parse_time(line: str, ctx: ClockContext = _DEFAULT_CONTEXT) -> ParsedTime | None:
