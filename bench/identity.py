@@ -59,6 +59,7 @@ OWN = [  # the files this change edits (others edit the rest of the working tree
     "crashcart/text/template.py",
     "crashcart/scan/tails.py",
     "crashcart/ingest/heads.py",
+    "crashcart/scan/lines.py",
 ]
 
 
