@@ -7,6 +7,7 @@ from hypothesis import strategies as st
 
 from crashcart.catalogue import load_catalogue
 from crashcart.ingest import heads
+from crashcart.scan import lines as scan_lines
 from crashcart.text import clock, prefix, template
 
 _TEMPLATES = sorted({s.summary for s in load_catalogue().signatures})
@@ -159,3 +160,39 @@ def test_the_iso_memory_is_keyed_by_the_text_with_its_zone() -> None:
     b = clock.parse_time("2026-12-01 10:00:00 x")
     assert a is not None and b is not None and a.time is not None and b.time is not None
     assert (b.time - a.time).total_seconds() == 7200
+
+
+def _tail_lines_as_before(data: bytes, size: int, lines: int, ends_with_newline: bool) -> list[tuple[int, bytes]]:
+    """``lines.tail_lines`` as it was: the whole of ``data`` split."""
+    parts = data.split(b"\n")
+    if ends_with_newline:
+        parts = parts[:-1]
+    if size > len(data):
+        parts = parts[1:]
+    parts = parts[-scan_lines.TAIL_LINES :]
+    first = lines - len(parts) + 1
+    return [(first + i, p) for i, p in enumerate(parts)]
+
+
+@given(
+    st.lists(st.sampled_from([b"", b"a", b"xy z", b"\r", b"line 7"]), max_size=140),
+    st.booleans(),
+    st.integers(0, 3),
+    st.integers(0, 500),
+)
+def test_a_tail_split_from_its_end_is_the_tail_split_whole(
+    pieces: list[bytes], newline_end: bool, more: int, lines: int
+) -> None:
+    data = b"\n".join(pieces) + (b"\n" if newline_end else b"")
+    for size in (len(data), len(data) + more):
+        for ends in (newline_end, data.endswith(b"\n")):
+            assert scan_lines.tail_lines(data, size, lines, ends) == _tail_lines_as_before(data, size, lines, ends)
+
+
+def test_a_tail_of_exactly_the_kept_lines_and_one_more() -> None:
+    n = scan_lines.TAIL_LINES
+    for count in (n - 1, n, n + 1, n + 2, n + 3):
+        data = b"\n".join(b"l%d" % i for i in range(count)) + b"\n"
+        for size in (len(data), len(data) + 1):
+            want = _tail_lines_as_before(data, size, count, True)
+            assert scan_lines.tail_lines(data, size, count, True) == want
