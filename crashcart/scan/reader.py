@@ -33,9 +33,7 @@ from crashcart.scan.matcher import Matcher, MatcherName
 TAIL_BYTES = 64 * 1024
 GIANT = 4  # a line longer than this many buffers is scanned in buffer-sized pieces
 NUMPY_MIN_BYTES = 64 * 1024  # below this, bytes.count beats numpy's call overhead
-MANY_HITS = 256  # from this many matches in one buffer, map them to lines with numpy; below it per hit is cheaper
-# (a rank file of bench shape (d), one buffer of 150 matches: 290-390 us a file against 390-550 us vectorised; the two
-# cost about the same at ~600 matches; both give the same hits, ``tests/test_reader.py``)
+MANY_HITS = 64  # from this many matches in one buffer, map them to lines with numpy
 KEEP_HITS = 4_000  # per signature and file, the first and the last this many hit lines are kept (bounded memory)
 BACKSCAN_MIN_BYTES = 1024 * 1024  # after this many bytes of a file, a signature whose first hits are held stops being
 # scanned for, and its last hits are found reading the file backwards (``backscan``)
