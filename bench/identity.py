@@ -60,6 +60,8 @@ OWN = [  # the files this change edits (others edit the rest of the working tree
     "crashcart/scan/tails.py",
     "crashcart/text/regex_end.py",
     "crashcart/ingest/span.py",
+    "crashcart/ingest/heads.py",
+    "crashcart/scan/lines.py",
 ]
 
 

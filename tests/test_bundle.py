@@ -12,15 +12,15 @@ from hypothesis import strategies as st
 
 from crashcart.errors import EmptyBundle, NoLogsFound
 from crashcart.ingest.bundle import (
-    _KERNEL_CONTENT,
     HEAD_BYTES,
     Bundle,
     LineIndex,
     _head_lines,
-    _kernel_line,
     canonical_line,
     open_bundle,
 )
+from crashcart.ingest.heads import _KERNEL_CONTENT
+from crashcart.ingest.heads import kernel_line as _kernel_line
 from crashcart.settings import BundleLimits
 
 LIMITS = BundleLimits()

@@ -19,7 +19,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from crashcart.errors import EmptyBundle, NoLogsFound
-from crashcart.ingest import extract, hang_kinds
+from crashcart.ingest import extract, hang_kinds, heads
 from crashcart.ingest.manifest import Manifest, _is_manifest, _parse_manifest
 from crashcart.ingest.sniff import _binary_reason, _is_utf16, _read_head, _transcode_utf16
 from crashcart.models import BundleFile, ClockKind, FileKind, SkippedFile
@@ -34,13 +34,6 @@ _TRUNCATED = " …[line truncated]"
 _KERNEL_NAME = re.compile(r"(?:^|[/_.-])(dmesg|kern|kernel|journal|syslog|messages)(?:[/_.-]|$)", re.I)
 _SCHED_NAME = re.compile(r"(?:^|[/_.-])(sacct|scontrol|squeue|sinfo|events?|slurmctld|slurmd)(?:[/_.-]|$)", re.I)
 _COMBINED_NAME = re.compile(r"(?:^|/)(slurm-\d+(?:_\d+)?\.(?:out|err|log)|.*\.(?:out|err))$", re.I)
-_KERNEL_CONTENT = re.compile(r"\bkernel: |NVRM: |^\[\s*\d+\.\d{6}\] |^\[(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) ")
-
-
-def _kernel_line(line: str) -> bool:
-    """``_KERNEL_CONTENT.search(line)``, skipping the regex (which has no literal to look for first) on the
-    lines that hold none of the texts every one of its matches holds."""
-    return ("kernel: " in line or "NVRM: " in line or line.startswith("[")) and bool(_KERNEL_CONTENT.search(line))
 
 
 # RFC 3164 / journalctl short: "<Mmm dd hh:mm:ss> <host> <tag>"; a monitoring alert may quote such a line after
@@ -453,9 +446,9 @@ def _kind_of(path: str, head: bytes) -> tuple[FileKind | None, str | None]:
     if suffix in _CONFIG_EXT and not _KERNEL_NAME.search(name):
         return "config", None
     lines = text.split("\n")[:200]
-    if _KERNEL_NAME.search(name) or sum(1 for ln in lines if _kernel_line(ln)) > len(lines) // 3:
+    if _KERNEL_NAME.search(name) or heads.kernel_lines(lines) > len(lines) // 3:
         return "kernel_log", None
-    ranks = {p.rank for p in map(prefix.view, filter(prefix.may_name_rank, lines)) if p.rank is not None}
+    ranks = heads.named_ranks(lines)
     if len(ranks) >= 2:
         return "combined_log", None
     if prefix.rank_of_path(path) is not None or len(ranks) == 1:

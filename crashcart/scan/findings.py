@@ -184,8 +184,12 @@ class _Inheritor:
         return None
 
     def _parse(self, text: str) -> tuple[int | None, datetime | None]:
+        """(rank, time) of a line; a line without a time gives none to any rank, so its rank is not looked for
+        (``view`` cost more than ``parse_time`` on the clock-less lines a watchdog's look-back crosses)."""
         parsed = clock.parse_time(text, self._ctx)
-        return prefix.view(text).rank, parsed.time if parsed is not None else None
+        if parsed is None or parsed.time is None:
+            return None, None
+        return prefix.view(text).rank, parsed.time
 
     def _scan(self, texts: list[str], rank: int | None) -> datetime | None:
         for text in reversed(texts):

@@ -36,7 +36,26 @@ _DANGLING = re.compile(r"(?:\s*[:;,/]\s*)+(?=[:;,/)]|$)")
 
 
 def fill(template: str, fields: Mapping[str, str]) -> str:
-    """``template`` (``str.format`` names, no format specs) with ``fields``; missing fields left out, see above."""
+    """``template`` (``str.format`` names, no format specs) with ``fields``; missing fields left out, see above.
+
+    Remembered by the values of the fields the template names (nothing else is read): a bundle of 10,000 rank
+    files fills the same summaries again and again (a tenth of it: 27,963 fills, 8,020 distinct)."""
+    key = (template, *map(fields.get, _names(template)))
+    got = _FILLED.get(key)
+    if got is None:
+        got = _fill(template, fields)
+        if len(_FILLED) >= _FILLED_MAX:
+            _FILLED.clear()  # a bound on memory; the answer is the same either way
+        _FILLED[key] = got
+    return got
+
+
+_FILLED: dict[tuple[str | None, ...], str] = {}
+_FILLED_MAX = 32768
+
+
+def _fill(template: str, fields: Mapping[str, str]) -> str:
+    """``fill`` without remembering: the template filled from ``fields``."""
     out: list[str] = []
     run: list[str | None] = []  # values of the fields written side by side, None where missing
 
@@ -73,3 +92,9 @@ def _parsed(template: str) -> tuple[tuple[str, str | None], ...]:
     """(literal, field name) pieces of ``template``, parsed once per template: a bundle of 10,000 rank files fills
     the same few hundred templates ~280,000 times."""
     return tuple((literal, name) for literal, name, _, _ in string.Formatter().parse(template))
+
+
+@functools.lru_cache(maxsize=4096)
+def _names(template: str) -> tuple[str, ...]:
+    """The field names ``template`` reads, in order (``fill``'s key: its answer depends on their values only)."""
+    return tuple(name for _, name in _parsed(template) if name is not None)
